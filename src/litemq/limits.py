@@ -1,0 +1,53 @@
+"""Every hard bound LiteMQ enforces, in one place, with its unit in its name.
+
+Anything read from the wire (a length, a count) is checked against these before memory is
+allocated for it. Configurable *defaults* (retention, segment size, ...) live in
+:mod:`litemq.config`; these are the ceilings that protect the process.
+"""
+
+# --- framing (Kafka wire protocol: 4-byte big-endian size prefix) ---
+MAX_REQUEST_FRAME_BYTES = 100 * 1024 * 1024
+"""Largest request frame accepted (Kafka's socket.request.max.bytes default: 100 MiB)."""
+
+MAX_CLIENT_ID_BYTES = 32 * 1024
+"""Largest client id string in a request header."""
+
+MAX_ARRAY_ELEMENTS = 1_000_000
+"""Largest element count accepted for any array field in a request (also bounded by bytes left)."""
+
+MAX_STRING_BYTES = 32 * 1024 * 1024
+"""Largest string/bytes field accepted in a request (also bounded by the bytes left in the frame)."""
+
+MAX_TAGGED_FIELDS = 1024
+"""Largest number of tagged fields accepted in one struct."""
+
+MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 1000
+"""Requests decoded but not yet answered on one connection before reading pauses."""
+
+MAX_CONNECTION_WRITE_BUFFER_BYTES = 64 * 1024 * 1024
+"""Bytes queued for one connection before the broker stops reading from it (backpressure)."""
+
+MAX_CONNECTIONS = 10_000
+"""Concurrent client connections per broker."""
+
+# --- records ---
+RECORD_BATCH_HEADER_BYTES = 61
+"""Size of the magic-2 record batch header (baseOffset .. recordsCount)."""
+
+MAX_RECORDS_PER_BATCH = 1_000_000
+"""Largest recordsCount accepted in one batch when records are decoded."""
+
+MAX_DECOMPRESSED_BATCH_BYTES = 256 * 1024 * 1024
+"""Largest decompressed size of one batch when records are decoded (compaction, tools)."""
+
+# --- fetch ---
+MAX_FETCH_WAIT_MS = 30_000
+"""Longest long-poll wait honoured for a Fetch request."""
+
+MAX_FETCH_RESPONSE_BYTES = 64 * 1024 * 1024
+"""Largest fetch response assembled, whatever the client asks (first batch always whole)."""
+
+# --- topics ---
+MAX_PARTITIONS_PER_TOPIC = 10_000
+MAX_TOPIC_NAME_CHARS = 249
+"""Kafka's limit on topic name length."""
