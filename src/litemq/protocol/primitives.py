@@ -427,13 +427,14 @@ def write_records(b: bytearray, v, out, nullable: bool, compact: bool) -> None:
     ``b`` is cleared. When ``out`` is None the regions are read into ``b``.
     """
     if v is None:
-        if not nullable:
-            raise ValueError("null in a non-nullable records field")
-        if compact:
+        if not nullable:  # non-nullable records: None means empty
+            v = b""
+        elif compact:
             b.append(0)
+            return
         else:
             b += b"\xff\xff\xff\xff"
-        return
+            return
     if isinstance(v, RecordsParts):
         size = v.size
         if compact:

@@ -250,7 +250,7 @@ def default_expr(fd: FieldDef) -> str:
     if t == "uuid":
         return "_ZU"
     if t == "records":
-        return "None"
+        return "None" if fd.nullable is not None else "b''"
     raise ValueError(f"no default for {fd.type}")
 
 
@@ -323,9 +323,16 @@ def _class_source(sd: StructDef) -> str:
             body.append(f"    self.{f.attr} = {f.attr}")
     if not body:
         body.append("    pass")
+    cmp = " and ".join(f"self.{a} == other.{a}" for a in attrs) or "True"
+    eq = (
+        "def __eq__(self, other):\n"
+        "    if other.__class__ is not self.__class__:\n"
+        "        return NotImplemented\n"
+        f"    return {cmp}\n"
+    )
     if not params:
-        return "def __init__(self):\n    pass\n", attrs
-    return f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body) + "\n", attrs
+        return "def __init__(self):\n    pass\n" + eq, attrs
+    return f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body) + "\n" + eq, attrs
 
 
 def _make_classes(msg: MessageDef) -> None:
@@ -343,6 +350,7 @@ def _make_classes(msg: MessageDef) -> None:
                 "__slots__": tuple(attrs),
                 "_fields": tuple(attrs),
                 "__init__": loc["__init__"],
+                "__eq__": loc["__eq__"],
                 "__qualname__": qual,
                 "__module__": "litemq.protocol.messages",
                 "__doc__": f"Kafka {msg.root.name} struct {sd.name} (generated from the schema).",
@@ -697,6 +705,10 @@ class _Gen:
                         cond = "_t"
                     elif d == "None":
                         cond = "_t is not None"
+                    elif d.startswith("_C_"):
+                        dn = f"_DEF_{f.struct.name}"
+                        self.ns[dn] = f.struct.cls()
+                        cond = f"_t != {dn}"
                     else:
                         cond = f"_t != {d}"
                     body.append(f"{ind}if {cond}:")
