@@ -84,9 +84,7 @@ MAGIC_V2 = 2
 
 # Field offsets inside a batch.
 _BASE_OFFSET_AT = 0
-_LENGTH_AT = 8
 _LEADER_EPOCH_AT = 12
-_MAGIC_AT = 16
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
@@ -117,8 +115,6 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
-_LENGTH_MAGIC = struct.Struct(">i4xb")  # batchLength, skip epoch, magic (read at offset 8)
-_ATTRS_LAST_DELTA = struct.Struct(">hi")
 
 
 class BatchHeader(NamedTuple):
