@@ -177,3 +177,14 @@ def test_records_decode_to_owned_bytearray():
     buf[-5:] = b"XXXXX"
     del buf[:]  # the receive buffer can be reused/resized: no export is held
     assert rec == b"batch"
+
+
+def test_data_spec_consumer_protocol_subscription():
+    from litemq.protocol.messages import data_spec
+
+    spec = data_spec("ConsumerProtocolSubscription")
+    data = spec.encode({"topics": ["a", "b"], "user_data": b"u", "owned_partitions": [{"topic": "a", "partitions": [0, 1]}]}, 1)
+    msg, end = spec.decode(data, 1)
+    assert end == len(data) and msg.topics == ["a", "b"] and msg.owned_partitions[0].partitions == [0, 1]
+    with pytest.raises(KeyError):
+        data_spec("../etc/passwd")

@@ -453,7 +453,11 @@ class _Gen:
             sd = self.todo.pop()
             self.gen_decoder(sd)
             self.gen_encoder(sd)
-        src = "\n".join(self.lines) + "\n"
+        # bind primitives as module globals (``_P_read_cstr``) instead of attribute lookups
+        src = ("\n".join(self.lines) + "\n").replace("_P.", "_P_")
+        for name in dir(P):
+            if not name.startswith("__"):
+                self.ns["_P_" + name] = getattr(P, name)
         exec(compile(src, f"<litemq {self.msg.name} v{self.v}>", "exec"), self.ns)
         self.ns["__source__"] = src
         return self.ns
