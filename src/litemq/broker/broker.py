@@ -1,0 +1,251 @@
+"""The broker runtime: state shared by all connections and handlers, and its lifecycle.
+
+:class:`BrokerRuntime` owns the cluster metadata, the log manager, the replica manager, the
+request handler table and the listening socket. It runs on one asyncio event loop; blocking
+storage work (fsync, retention deletes, compaction) runs in its thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from litemq.broker.replica_manager import Partition, ReplicaManager
+from litemq.broker.server import Connection
+from litemq.cluster.metadata import ClusterMetadata, TopicInfo
+from litemq.config import BrokerConfig
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.messages import request_spec
+from litemq.storage.config import LogConfig
+from litemq.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+BROKER_TOPIC_CONFIGS = {
+    "min.insync.replicas": "1",
+    "compression.type": "producer",
+    "unclean.leader.election.enable": "false",
+    "message.timestamp.difference.max.ms": str(2**63 - 1),
+}
+"""Topic configs the broker (not the log) interprets, with their defaults."""
+
+
+class BrokerRuntime:
+    """One broker's live state. Create, ``await start()``, ``await stop()``.
+
+    Attributes:
+        config: the :class:`BrokerConfig`.
+        metadata: persisted :class:`ClusterMetadata` (topics, configs, producer ids).
+        replicas: the :class:`ReplicaManager` of hosted partitions.
+        handlers: api_key -> handler(ctx, request) returning a response body (dict/Message),
+            a coroutine producing one, or None (acks=0).
+        api_versions: api_key -> (min_version, max_version) advertised in ApiVersions.
+    """
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="litemq-io")
+        self.metadata = ClusterMetadata(config.data_dir)
+        self.default_log_config = LogConfig.from_kafka_configs(
+            {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
+        self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
+        self.replicas: ReplicaManager | None = None
+        self.connections: set[Connection] = set()
+        self.handlers: dict[int, Callable[..., Any]] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.coordinator = None
+        self._server: asyncio.base_events.Server | None = None
+        self._background: list[asyncio.Task] = []
+        self.started_ms = int(time.time() * 1000)
+        self.port = config.listen_port
+
+    # ------------------------------------------------------------ handlers
+    def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
+                 max_version: int | None = None) -> None:
+        """Serve ``api_key`` with ``handler``; advertise the schema's version range by default."""
+        spec = request_spec(api_key)
+        lo = spec.min_version if min_version is None else max(min_version, spec.min_version)
+        hi = spec.max_version if max_version is None else min(max_version, spec.max_version)
+        self.handlers[api_key] = handler
+        self.api_versions[api_key] = (lo, hi)
+
+    def supports(self, api_key: int, version: int) -> bool:
+        rng = self.api_versions.get(api_key)
+        return rng is not None and rng[0] <= version <= rng[1]
+
+    def api_versions_body(self, error_unsupported: bool = False) -> dict:
+        return {
+            "error_code": ErrorCode.UNSUPPORTED_VERSION if error_unsupported else ErrorCode.NONE,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, (lo, hi) in sorted(self.api_versions.items())],
+            "throttle_time_ms": 0,
+        }
+
+    # ------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Open every log (recovering after a crash), register handlers, start listening."""
+        from litemq.broker.handlers import register_all
+
+        self.loop = asyncio.get_running_loop()
+        self.replicas = ReplicaManager(self.loop, self.executor)
+        logs = await self.loop.run_in_executor(self.executor, self.log_manager.load_all)
+        for (topic, index), plog in logs.items():
+            info = self.metadata.topics.get(topic)
+            if info is None or index >= info.num_partitions:
+                log.warning("log %s-%d belongs to no known topic; deleting it", topic, index)
+                self.log_manager.delete(topic, index)
+                continue
+            plog.update_config(self.log_config_for(info))
+            self.replicas.add(topic, index, plog)
+        for info in self.metadata.topics.values():
+            self._ensure_partitions(info)
+        register_all(self)
+        self._server = await self.loop.create_server(
+            lambda: Connection(self), self.config.listen_host, self.config.listen_port,
+            reuse_address=True, backlog=1024)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        if self.config.advertised_port is None and self.config.listen_port == 0:
+            self.config.advertised_port = self.port
+        self._background.append(self.loop.create_task(self._housekeeping()))
+        log.info("LiteMQ broker %d listening on %s:%d (data dir %s)", self.config.node_id,
+                 self.config.listen_host, self.port, self.config.data_dir)
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, flush and close every log (clean shutdown)."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for t in self._background:
+            t.cancel()
+        if self.coordinator is not None and hasattr(self.coordinator, "stop"):
+            await self.coordinator.stop()
+        await self.loop.run_in_executor(self.executor, self.log_manager.close_all)
+        self.executor.shutdown(wait=True)
+        log.info("LiteMQ broker %d stopped cleanly", self.config.node_id)
+
+    async def _housekeeping(self) -> None:
+        """Retention, compaction and time-based flushes, off the event loop."""
+        interval_s = max(0.05, min(self.config.log_retention_check_interval_ms,
+                                   self.config.log_cleaner_backoff_ms) / 1000)
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.run_log_maintenance()
+            except Exception:  # keep the broker serving; the next round retries
+                log.exception("log maintenance failed")
+
+    async def run_log_maintenance(self) -> None:
+        """One round of retention and compaction over every hosted partition."""
+        now_ms = int(time.time() * 1000)
+        for p in list(self.replicas.partitions.values()):
+            cfg = p.log.config
+            if cfg.delete:
+                deleted = await self.loop.run_in_executor(self.executor, p.log.enforce_retention, now_ms)
+                if deleted:
+                    log.info("retention deleted %d segment(s) of %s-%d; log start offset %d",
+                             deleted, p.topic, p.index, p.log.log_start_offset)
+                    p.truncate_after_delete_records()
+            if cfg.compact:
+                await self.loop.run_in_executor(self.executor, p.log.compact, now_ms)
+            if not cfg.durable and p.log.flush_due(now_ms):
+                p._schedule_flush()
+
+    # ------------------------------------------------------------ topics
+    def log_config_for(self, info: TopicInfo) -> LogConfig:
+        """The LogConfig of a topic: broker defaults overlaid with its dynamic configs."""
+        log_keys = {k: v for k, v in info.configs.items() if k not in BROKER_TOPIC_CONFIGS}
+        return LogConfig.from_kafka_configs(log_keys, base=self.default_log_config)
+
+    def validate_topic_configs(self, configs: dict[str, str]) -> None:
+        """Raises KafkaError(INVALID_CONFIG) naming the bad key."""
+        try:
+            LogConfig.from_kafka_configs({k: v for k, v in configs.items() if k not in BROKER_TOPIC_CONFIGS},
+                                         base=self.default_log_config)
+        except ValueError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
+        ct = configs.get("compression.type")
+        if ct is not None and ct != "producer":
+            raise KafkaError("compression.type: only 'producer' is supported (batches are stored "
+                             "as the producer compressed them)", ErrorCode.INVALID_CONFIG)
+        mir = configs.get("min.insync.replicas")
+        if mir is not None and (not mir.isdigit() or int(mir) < 1):
+            raise KafkaError("min.insync.replicas must be an integer >= 1", ErrorCode.INVALID_CONFIG)
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str], internal: bool = False) -> TopicInfo:
+        """Create a topic and its partition logs.
+
+        Raises:
+            KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
+                INVALID_REPLICATION_FACTOR (more replicas than brokers), INVALID_CONFIG.
+        """
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if replication_factor == -1:
+            replication_factor = self.config.default_replication_factor
+        if replication_factor < 1 or replication_factor > self.live_broker_count():
+            raise KafkaError(f"replication factor {replication_factor} is larger than the "
+                             f"{self.live_broker_count()} available broker(s)",
+                             ErrorCode.INVALID_REPLICATION_FACTOR)
+        self.validate_topic_configs(configs)
+        info = self.metadata.create_topic(name, num_partitions, configs, internal)
+        self._ensure_partitions(info)
+        log.info("created topic %s with %d partition(s)", name, num_partitions)
+        return info
+
+    def _ensure_partitions(self, info: TopicInfo) -> None:
+        cfg = self.log_config_for(info)
+        for i in range(info.num_partitions):
+            if self.replicas.get(info.name, i) is None:
+                plog = self.log_manager.create(info.name, i, cfg)
+                self.replicas.add(info.name, i, plog)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.metadata.delete_topic(name)
+        for i in range(info.num_partitions):
+            self.replicas.remove(name, i)
+            self.log_manager.delete(name, i)
+        log.info("deleted topic %s", name)
+        return info
+
+    def add_partitions(self, name: str, count: int) -> None:
+        self.metadata.set_partitions(name, count)
+        self._ensure_partitions(self.metadata.topics[name])
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.validate_topic_configs(configs)
+        self.metadata.set_configs(name, configs)
+        info = self.metadata.topics[name]
+        cfg = self.log_config_for(info)
+        for i in range(info.num_partitions):
+            p = self.replicas.get(name, i)
+            if p is not None:
+                p.log.update_config(cfg)
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        """Auto-create ``name`` if ``auto.create.topics.enable``; None when not allowed."""
+        if not self.config.auto_create_topics_enable:
+            return None
+        return self.create_topic(name, -1, -1, {})
+
+    def partition(self, topic: str, index: int) -> Partition:
+        return self.replicas.require(topic, index)
+
+    # ------------------------------------------------------------ cluster view
+    def live_broker_count(self) -> int:
+        return 1
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """(node_id, host, port) of every live broker, as advertised."""
+        host, port = self.config.advertised_listener
+        if self.config.advertised_port is None:
+            port = self.port
+        return [(self.config.node_id, host, port)]

@@ -1,0 +1,230 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21).
+
+Sources: the Kafka message schemas of those APIs (KIP-4 admin, KIP-133 describe/alter configs,
+KIP-195 create partitions, KIP-107 delete records, KIP-339 incremental alter configs,
+KIP-516 topic ids in DeleteTopics v6).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litemq.broker.broker import BROKER_TOPIC_CONFIGS
+from litemq.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def handle_create_topics(ctx, req) -> dict:
+    runtime = ctx.runtime
+    out = []
+    for t in req.topics:
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
+                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            if t.assignments:
+                raise KafkaError("manual replica assignment is not supported; use num_partitions",
+                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            if req.validate_only:
+                runtime.validate_topic_configs(configs)
+                if t.name in runtime.metadata.topics:
+                    raise KafkaError(f"topic {t.name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+                entry.update(num_partitions=t.num_partitions if t.num_partitions > 0 else runtime.config.num_partitions,
+                             replication_factor=1)
+            else:
+                info = runtime.create_topic(t.name, t.num_partitions, t.replication_factor, configs)
+                entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=1,
+                             configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
+                                       "is_sensitive": False} for k, v in info.configs.items()])
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        out.append(entry)
+    return {"throttle_time_ms": 0, "topics": out}
+
+
+def handle_delete_topics(ctx, req) -> dict:
+    runtime = ctx.runtime
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    out = []
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+        try:
+            if name is None:
+                info = runtime.metadata.topic_by_id(topic_id)
+                if info is None:
+                    raise KafkaError("unknown topic id", ErrorCode.UNKNOWN_TOPIC_ID)
+                name = entry["name"] = info.name
+            if not runtime.config.delete_topic_enable:
+                raise KafkaError("delete.topic.enable is false", ErrorCode.TOPIC_DELETION_DISABLED)
+            info = runtime.metadata.topics.get(name)
+            if info is not None and info.internal:
+                raise KafkaError("cannot delete an internal topic", ErrorCode.INVALID_REQUEST)
+            info = runtime.delete_topic(name)
+            entry["topic_id"] = info.topic_id
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        out.append(entry)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def handle_create_partitions(ctx, req) -> dict:
+    runtime = ctx.runtime
+    out = []
+    for t in req.topics:
+        entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
+        try:
+            info = runtime.metadata.topics.get(t.name)
+            if info is None:
+                raise KafkaError(f"unknown topic {t.name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if t.count <= info.num_partitions:
+                raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
+                                 ErrorCode.INVALID_PARTITIONS)
+            if not req.validate_only:
+                runtime.add_partitions(t.name, t.count)
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        out.append(entry)
+    return {"throttle_time_ms": 0, "results": out}
+
+
+def _topic_config_entries(runtime, info, keys, v: int) -> list[dict]:
+    defaults = dict(runtime.default_log_config.to_kafka_configs())
+    defaults.update(BROKER_TOPIC_CONFIGS)
+    defaults["min.insync.replicas"] = str(runtime.config.min_insync_replicas)
+    entries = []
+    for name in sorted(defaults):
+        if keys is not None and name not in keys:
+            continue
+        dynamic = name in info.configs
+        value = info.configs[name] if dynamic else defaults[name]
+        source = SOURCE_DYNAMIC_TOPIC if dynamic else SOURCE_DEFAULT
+        entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic,
+                        "config_source": source, "is_sensitive": False, "synonyms": [],
+                        "config_type": 0, "documentation": None})
+    return entries
+
+
+def _broker_config_entries(runtime, keys) -> list[dict]:
+    cfg = runtime.config
+    values = {
+        "num.partitions": cfg.num_partitions, "default.replication.factor": cfg.default_replication_factor,
+        "auto.create.topics.enable": str(cfg.auto_create_topics_enable).lower(),
+        "message.max.bytes": cfg.message_max_bytes, "log.retention.ms": cfg.log_retention_ms,
+        "log.segment.bytes": cfg.log_segment_bytes, "offsets.topic.num.partitions": cfg.offsets_topic_num_partitions,
+        "min.insync.replicas": cfg.min_insync_replicas, "broker.id": cfg.node_id,
+    }
+    return [{"name": k, "value": str(v), "read_only": True, "is_default": False,
+             "config_source": SOURCE_STATIC_BROKER, "is_sensitive": False, "synonyms": [], "config_type": 0,
+             "documentation": None}
+            for k, v in sorted(values.items()) if keys is None or k in keys]
+
+
+def handle_describe_configs(ctx, req) -> dict:
+    runtime = ctx.runtime
+    results = []
+    for r in req.resources:
+        keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+        entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
+                 "resource_name": r.resource_name, "configs": []}
+        if r.resource_type == TOPIC_RESOURCE:
+            info = runtime.metadata.topics.get(r.resource_name)
+            if info is None:
+                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
+            else:
+                entry["configs"] = _topic_config_entries(runtime, info, keys, ctx.version)
+        elif r.resource_type == BROKER_RESOURCE:
+            entry["configs"] = _broker_config_entries(runtime, keys)
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type")
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _alter(ctx, req, incremental: bool) -> dict:
+    runtime = ctx.runtime
+    out = []
+    for r in req.resources:
+        entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
+                 "resource_name": r.resource_name}
+        try:
+            if r.resource_type != TOPIC_RESOURCE:
+                raise KafkaError("only topic configs can be altered", ErrorCode.INVALID_REQUEST)
+            info = runtime.metadata.topics.get(r.resource_name)
+            if info is None:
+                raise KafkaError("unknown topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            new = dict(info.configs) if incremental else {}
+            for c in r.configs:
+                op = c.config_operation if incremental else SET
+                if op == SET:
+                    if c.value is None:
+                        new.pop(c.name, None)
+                    else:
+                        new[c.name] = c.value
+                elif op == DELETE:
+                    new.pop(c.name, None)
+                elif op in (APPEND, SUBTRACT):
+                    items = [x for x in new.get(c.name, "").split(",") if x]
+                    vals = [x for x in (c.value or "").split(",") if x]
+                    items = items + [x for x in vals if x not in items] if op == APPEND else [x for x in items if x not in vals]
+                    new[c.name] = ",".join(items)
+                else:
+                    raise KafkaError(f"unknown config operation {op}", ErrorCode.INVALID_REQUEST)
+            runtime.validate_topic_configs(new)
+            if not req.validate_only:
+                runtime.set_topic_configs(r.resource_name, new)
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        out.append(entry)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def handle_alter_configs(ctx, req) -> dict:
+    return _alter(ctx, req, incremental=False)
+
+
+def handle_incremental_alter_configs(ctx, req) -> dict:
+    return _alter(ctx, req, incremental=True)
+
+
+def handle_delete_records(ctx, req) -> dict:
+    runtime = ctx.runtime
+    topics = []
+    for t in req.topics:
+        parts = []
+        for dp in t.partitions:
+            entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
+            p = runtime.replicas.get(t.name, dp.partition_index)
+            if p is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = p.high_watermark if dp.offset == -1 else dp.offset
+                if offset < 0 or offset > p.high_watermark:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    try:
+                        entry["low_watermark"] = p.log.delete_records_before(offset)
+                        p.truncate_after_delete_records()
+                    except KafkaError as exc:
+                        entry["error_code"] = exc.code
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def register(runtime) -> None:
+    runtime.register(19, handle_create_topics)
+    runtime.register(20, handle_delete_topics)
+    runtime.register(37, handle_create_partitions)
+    runtime.register(32, handle_describe_configs)
+    runtime.register(33, handle_alter_configs)
+    runtime.register(44, handle_incremental_alter_configs)
+    runtime.register(21, handle_delete_records)

@@ -1,0 +1,104 @@
+"""ApiVersions (18), Metadata (3), DescribeCluster (60).
+
+Sources: Kafka message schemas ApiVersionsRequest/Response v0-4 (KIP-511),
+MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700).
+"""
+
+from __future__ import annotations
+
+from litemq.protocol.errors import ErrorCode, KafkaError
+
+INT32_MIN = -(2**31)
+
+
+def handle_api_versions(ctx, req) -> dict:
+    return ctx.runtime.api_versions_body()
+
+
+def _partition_entries(runtime, name: str, count: int) -> list[dict]:
+    node = runtime.config.node_id
+    out = []
+    for i in range(count):
+        p = runtime.replicas.get(name, i)
+        out.append({
+            "error_code": ErrorCode.NONE if p is not None else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": i,
+            "leader_id": node if p is not None else -1,
+            "leader_epoch": p.leader_epoch if p is not None else -1,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        })
+    return out
+
+
+def topic_entry(runtime, info) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": _partition_entries(runtime, info.name, info.num_partitions),
+        "topic_authorized_operations": INT32_MIN,
+    }
+
+
+def handle_metadata(ctx, req) -> dict:
+    runtime = ctx.runtime
+    v = ctx.version
+    meta = runtime.metadata
+    topics_out = []
+    if req.topics is None or (v == 0 and not req.topics):
+        for info in meta.topics.values():
+            topics_out.append(topic_entry(runtime, info))
+    else:
+        allow_create = req.allow_auto_topic_creation if v >= 4 else True
+        for t in req.topics:
+            name = t.name
+            if name is None:  # v10+: lookup by topic id
+                info = meta.topic_by_id(t.topic_id)
+                if info is None:
+                    topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
+                                       "topic_id": t.topic_id, "partitions": []})
+                    continue
+            else:
+                info = meta.topics.get(name)
+            if info is None and allow_create:
+                try:
+                    info = runtime.maybe_auto_create(name)
+                except KafkaError as exc:
+                    topics_out.append({"error_code": exc.code, "name": name, "partitions": []})
+                    continue
+            if info is None:
+                topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                                   "partitions": []})
+                continue
+            topics_out.append(topic_entry(runtime, info))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
+        "cluster_id": meta.cluster_id,
+        "controller_id": runtime.config.node_id,
+        "topics": topics_out,
+        "cluster_authorized_operations": INT32_MIN,
+    }
+
+
+def handle_describe_cluster(ctx, req) -> dict:
+    runtime = ctx.runtime
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": runtime.metadata.cluster_id,
+        "controller_id": runtime.config.node_id,
+        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
+        "cluster_authorized_operations": INT32_MIN,
+    }
+
+
+def register(runtime) -> None:
+    runtime.register(18, handle_api_versions)
+    runtime.register(3, handle_metadata)
+    runtime.register(60, handle_describe_cluster)

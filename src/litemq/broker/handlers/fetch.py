@@ -1,0 +1,197 @@
+"""Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23).
+
+Sources: FetchRequest/Response v0-17 (KIP-74 response max bytes, KIP-227 fetch sessions -
+declined with session id 0 -, KIP-320 leader epochs, KIP-516 topic ids v13+),
+ListOffsetsRequest/Response v0-9 (KIP-79 by timestamp, KIP-734 max timestamp),
+OffsetForLeaderEpochRequest/Response v0-4 (KIP-101, KIP-279).
+
+Fetch returns whole batches as :class:`~litemq.protocol.regions.FileRegion` parts, so the
+connection sends them with sendfile. A fetch that has fewer than ``min_bytes`` waits on the
+partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from litemq import limits
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.regions import RecordsParts
+
+_EMPTY = b""
+
+
+def _partition_error(index: int, code: int, p=None) -> dict:
+    return {"partition_index": index, "error_code": code,
+            "high_watermark": p.high_watermark if p is not None else -1,
+            "last_stable_offset": p.high_watermark if p is not None else -1,
+            "log_start_offset": p.log_start_offset if p is not None else -1,
+            "aborted_transactions": None, "preferred_read_replica": -1, "records": _EMPTY}
+
+
+def _read_all(runtime, req, v: int, max_bytes: int):
+    """One pass over the requested partitions: (response topics, bytes, error seen, partitions)."""
+    meta = runtime.metadata
+    remaining = max_bytes
+    total = 0
+    error_seen = False
+    watched = []
+    topics_out = []
+    for t in req.topics:
+        if v >= 13:
+            info = meta.topic_by_id(t.topic_id)
+            name = info.name if info is not None else None
+        else:
+            name = t.topic
+            info = meta.topics.get(name)
+        parts_out = []
+        for fp in t.partitions:
+            idx = fp.partition
+            p = runtime.replicas.get(name, idx) if info is not None else None
+            if p is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if (v >= 13 and info is None) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts_out.append(_partition_error(idx, code))
+                error_seen = True
+                continue
+            if v >= 9:
+                code = p.check_leader_epoch(fp.current_leader_epoch)
+                if code:
+                    parts_out.append(_partition_error(idx, code, p))
+                    error_seen = True
+                    continue
+            offset = fp.fetch_offset
+            hw = p.high_watermark
+            if offset < p.log_start_offset or offset > p.log_end_offset:
+                parts_out.append(_partition_error(idx, ErrorCode.OFFSET_OUT_OF_RANGE, p))
+                error_seen = True
+                continue
+            records = _EMPTY
+            if offset < hw and remaining > 0:
+                limit = min(fp.partition_max_bytes, remaining)
+                try:
+                    res = p.log.read(offset, limit, max_offset=hw, min_one_batch=(total == 0))
+                except KafkaError as exc:
+                    parts_out.append(_partition_error(idx, exc.code, p))
+                    error_seen = True
+                    continue
+                if res.size:
+                    records = RecordsParts(res.regions)
+                    total += res.size
+                    remaining -= res.size
+            watched.append(p)
+            parts_out.append({"partition_index": idx, "error_code": ErrorCode.NONE,
+                              "high_watermark": hw, "last_stable_offset": hw,
+                              "log_start_offset": p.log_start_offset,
+                              "aborted_transactions": None if req.isolation_level == 0 else [],
+                              "preferred_read_replica": -1, "records": records})
+        topics_out.append({"topic": name or "", "topic_id": t.topic_id if v >= 13 else None,
+                           "partitions": parts_out})
+    return topics_out, total, error_seen, watched
+
+
+def _body(topics_out) -> dict:
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics_out}
+
+
+def handle_fetch(ctx, req):
+    runtime = ctx.runtime
+    v = ctx.version
+    if v >= 7 and req.session_id != 0 and req.session_epoch > 0:
+        # We never hand out fetch sessions (KIP-227 lets a broker decline with session id 0).
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                "session_id": 0, "responses": []}
+    max_bytes = min(req.max_bytes if v >= 3 else limits.MAX_FETCH_RESPONSE_BYTES, limits.MAX_FETCH_RESPONSE_BYTES)
+    max_bytes = max(max_bytes, 1)
+    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes)
+    max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
+    if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
+        return _body(topics_out)
+    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched)
+
+
+async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched):
+    loop = runtime.loop
+    deadline = loop.time() + max_wait_ms / 1000
+    while True:
+        futures = [p.waiter(p.high_watermark + 1) for p in watched]
+        await runtime.replicas.wait_any(futures, deadline - loop.time())
+        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes)
+        if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
+            return _body(topics_out)
+
+
+# ---------------------------------------------------------------- ListOffsets
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+
+def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies."""
+    hw = p.high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return p.log_start_offset, -1
+    if timestamp == LATEST:
+        return hw, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = p.log.max_timestamp_offset() if hasattr(p.log, "max_timestamp_offset") else None
+        if found is None:
+            return -1, -1
+        return found[0], found[1]
+    found = p.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= hw:
+        return -1, -1
+    return found
+
+
+def handle_list_offsets(ctx, req) -> dict:
+    runtime = ctx.runtime
+    v = ctx.version
+    topics_out = []
+    for t in req.topics:
+        parts = []
+        for lp in t.partitions:
+            p = runtime.replicas.get(t.name, lp.partition_index)
+            entry = {"partition_index": lp.partition_index, "error_code": ErrorCode.NONE,
+                     "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if p is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif v >= 4 and (code := p.check_leader_epoch(lp.current_leader_epoch)):
+                entry["error_code"] = code
+            else:
+                offset, ts = _list_offset(p, lp.timestamp, req.isolation_level if v >= 2 else 0)
+                entry.update(offset=offset, timestamp=ts, leader_epoch=p.leader_epoch)
+                if v == 0:
+                    entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
+            parts.append(entry)
+        topics_out.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics_out}
+
+
+# ---------------------------------------------------------------- OffsetForLeaderEpoch
+def handle_offset_for_leader_epoch(ctx, req) -> dict:
+    runtime = ctx.runtime
+    topics_out = []
+    for t in req.topics:
+        parts = []
+        for ep in t.partitions:
+            p = runtime.replicas.get(t.topic, ep.partition)
+            entry = {"error_code": ErrorCode.NONE, "partition": ep.partition, "leader_epoch": -1, "end_offset": -1}
+            if p is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif ctx.version >= 2 and (code := p.check_leader_epoch(ep.current_leader_epoch)):
+                entry["error_code"] = code
+            else:
+                epoch, end = p.log.leader_epoch_cache.end_offset_for_epoch(ep.leader_epoch)
+                if epoch == p.leader_epoch or end > p.high_watermark:
+                    end = min(end, p.log_end_offset) if end >= 0 else end
+                entry.update(leader_epoch=epoch, end_offset=end)
+            parts.append(entry)
+        topics_out.append({"topic": t.topic, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics_out}
+
+
+def register(runtime) -> None:
+    runtime.register(1, handle_fetch)
+    runtime.register(2, handle_list_offsets)
+    runtime.register(23, handle_offset_for_leader_epoch)

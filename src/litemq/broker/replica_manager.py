@@ -1,0 +1,188 @@
+"""Partitions hosted by this broker: append, read, high watermark, grouped fsync, waiters.
+
+One :class:`Partition` wraps one :class:`~litemq.storage.log.PartitionLog`. The high watermark
+is the offset below which records are committed and visible to consumers:
+
+- durable topics (``flush.messages`` unset, LiteMQ's default): the high watermark is the
+  offset up to which the log is fsynced. Appends schedule one flush in a worker thread; the
+  flush covers every append issued before it (group commit) and, when it completes, the high
+  watermark moves and every waiter whose offset it passed is woken. With Raft (issue 7) this
+  becomes the commit index.
+- non-durable topics (``flush.messages`` set): the high watermark is the log end offset;
+  fsync follows Kafka's ``flush.messages`` / ``flush.ms`` policy.
+
+Waiters (``acks=all`` produce, long-poll fetch) are futures keyed by an offset; nothing polls.
+This module runs on the broker's event-loop thread; only ``flush`` runs in the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import Executor
+
+from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
+from litemq.storage.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+class Partition:
+    """One hosted partition: its log, high watermark and the futures waiting on it."""
+
+    __slots__ = ("topic", "index", "log", "high_watermark", "leader_epoch", "_waiters",
+                 "_flush_running", "_manager", "_offline")
+
+    def __init__(self, topic: str, index: int, plog: PartitionLog, manager: "ReplicaManager") -> None:
+        self.topic = topic
+        self.index = index
+        self.log = plog
+        self.leader_epoch = 0
+        self._manager = manager
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._flush_running = False
+        self._offline = False
+        # Everything on disk at open time passed recovery: it is committed.
+        self.high_watermark = plog.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    # ------------------------------------------------------------------ append
+    def append(self, records: bytearray) -> AppendInfo:
+        """Append a produced records blob as leader; schedule the flush that commits it.
+
+        Raises:
+            KafkaError: the storage's validation errors (CORRUPT_MESSAGE, INVALID_RECORD,
+                MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER, ...), KAFKA_STORAGE_ERROR.
+        """
+        if self._offline:
+            raise KafkaStorageError(f"{self.topic}-{self.index} is offline after a storage error")
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._after_append()
+        return info
+
+    def _after_append(self) -> None:
+        cfg = self.log.config
+        if cfg.durable:
+            self._schedule_flush()
+            return
+        self._advance_high_watermark(self.log.log_end_offset)
+        if self.log.flush_due(int(time.time() * 1000)):
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_running:
+            return  # the running flush reschedules itself if more was appended meanwhile
+        self._flush_running = True
+        target = self.log.log_end_offset
+        fut = self._manager.loop.run_in_executor(self._manager.executor, self.log.flush)
+        fut.add_done_callback(lambda f: self._flush_done(f, target))
+
+    def _flush_done(self, fut: asyncio.Future, target: int) -> None:
+        self._flush_running = False
+        exc = fut.exception()
+        if exc is not None:
+            log.error("fsync of %s-%d failed: %s; partition goes offline", self.topic, self.index, exc)
+            self._offline = True
+            self._fail_waiters(KafkaStorageError(f"fsync failed: {exc}"))
+            return
+        if self.log.config.durable:
+            self._advance_high_watermark(target)
+            if self.log.log_end_offset > target:
+                self._schedule_flush()
+
+    def _advance_high_watermark(self, offset: int) -> None:
+        if offset <= self.high_watermark:
+            return
+        self.high_watermark = offset
+        if not self._waiters:
+            return
+        keep = []
+        for target, fut in self._waiters:
+            if fut.done():
+                continue
+            if target <= offset:
+                fut.set_result(offset)
+            else:
+                keep.append((target, fut))
+        self._waiters = keep
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._waiters = []
+
+    # ------------------------------------------------------------------ waiting
+    def waiter(self, offset: int) -> asyncio.Future:
+        """A future completed (with the new high watermark) once the high watermark >= offset."""
+        fut = self._manager.loop.create_future()
+        if self.high_watermark >= offset:
+            fut.set_result(self.high_watermark)
+        else:
+            if len(self._waiters) >= 256:  # drop futures of fetches that already timed out
+                self._waiters = [w for w in self._waiters if not w[1].done()]
+            self._waiters.append((offset, fut))
+        return fut
+
+    def truncate_after_delete_records(self) -> None:
+        """Keep the high watermark >= log start offset after DeleteRecords/retention."""
+        if self.high_watermark < self.log.log_start_offset:
+            self._advance_high_watermark(self.log.log_start_offset)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320 fencing: compare the client's known leader epoch with ours (-1 = unknown)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class ReplicaManager:
+    """The partitions this broker hosts, keyed by (topic, partition index)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, executor: Executor) -> None:
+        self.loop = loop
+        self.executor = executor
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def add(self, topic: str, index: int, plog: PartitionLog) -> Partition:
+        p = Partition(topic, index, plog, self)
+        self.partitions[(topic, index)] = p
+        return p
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def require(self, topic: str, index: int) -> Partition:
+        """The partition, or KafkaError(UNKNOWN_TOPIC_OR_PARTITION)."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise KafkaError(f"unknown partition {topic}-{index}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return p
+
+    def remove(self, topic: str, index: int) -> Partition | None:
+        p = self.partitions.pop((topic, index), None)
+        if p is not None:
+            p._fail_waiters(KafkaError("partition deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        return p
+
+    async def wait_any(self, futures: list[asyncio.Future], timeout_s: float) -> None:
+        """Wait until any future completes or ``timeout_s`` passes (long-poll fetch)."""
+        if timeout_s <= 0 or not futures:
+            return
+        try:
+            await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for f in futures:
+                if not f.done():
+                    f.cancel()

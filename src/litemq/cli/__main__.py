@@ -1,0 +1,3 @@
+from litemq.cli.app import main
+
+main()

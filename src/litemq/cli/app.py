@@ -1,0 +1,8 @@
+"""Entry point of the ``litemq`` console script: the click group with every command registered."""
+
+from litemq.cli import client_commands
+from litemq.cli.main import main
+
+client_commands.register(main)
+
+__all__ = ["main"]

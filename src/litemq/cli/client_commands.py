@@ -1,0 +1,309 @@
+"""Client commands (rpk/kcat-like): ``topic ...``, ``produce``, ``consume``.
+
+They use confluent-kafka (librdkafka), so they work against LiteMQ and against any Kafka
+cluster. Every failure is turned into one readable line (:class:`CliError`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError, _parse_kv
+
+console = Console()
+CLIENT_TIMEOUT_S = 10.0
+
+
+def bootstrap_option(f):
+    return click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+                        envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")(f)
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000})
+    try:
+        admin.list_topics(timeout=CLIENT_TIMEOUT_S)
+    except Exception as exc:
+        raise CliError(f"cannot reach a broker at {bootstrap}: {_reason(exc)}") from None
+    return admin
+
+
+def _reason(exc: BaseException) -> str:
+    err = exc.args[0] if exc.args else exc
+    return getattr(err, "str", lambda: str(err))()
+
+
+def _wait(futures: dict, what: str) -> None:
+    for key, fut in futures.items():
+        try:
+            fut.result(timeout=CLIENT_TIMEOUT_S * 3)
+        except Exception as exc:
+            raise CliError(f"{what} {key}: {_reason(exc)}") from None
+
+
+@click.group()
+def topic() -> None:
+    """Create, list, describe, delete topics and change their configs."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("-p", "--partitions", type=int, default=-1, help="Partition count [broker default].")
+@click.option("-r", "--replicas", type=int, default=-1, help="Replication factor [broker default].")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable).")
+@bootstrap_option
+def topic_create(name, partitions, replicas, configs, bootstrap) -> None:
+    """Create topic NAME."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = _admin(bootstrap)
+    _wait(admin.create_topics([NewTopic(name, partitions, replicas, config=_parse_kv(configs, "--config"))],
+                              operation_timeout=CLIENT_TIMEOUT_S), "cannot create topic")
+    console.print(f"created topic [bold]{name}[/]")
+
+
+@topic.command("list")
+@click.option("-a", "--all", "show_internal", is_flag=True, help="Include internal topics.")
+@bootstrap_option
+def topic_list(show_internal, bootstrap) -> None:
+    """List topics with their partition counts."""
+    md = _admin(bootstrap).list_topics(timeout=CLIENT_TIMEOUT_S)
+    table = Table("TOPIC", "PARTITIONS")
+    for name in sorted(md.topics):
+        if name.startswith("__") and not show_internal:
+            continue
+        table.add_row(name, str(len(md.topics[name].partitions)))
+    console.print(table)
+
+
+@topic.command("describe")
+@click.argument("name")
+@bootstrap_option
+def topic_describe(name, bootstrap) -> None:
+    """Partitions (leader, replicas, offsets) and configs of topic NAME."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import ConfigResource
+
+    admin = _admin(bootstrap)
+    md = admin.list_topics(topic=name, timeout=CLIENT_TIMEOUT_S)
+    t = md.topics.get(name)
+    if t is None or t.error is not None:
+        raise CliError(f"unknown topic {name!r}")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"litemq-cli-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    table = Table("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG START", "HIGH WATERMARK")
+    try:
+        for pid in sorted(t.partitions):
+            p = t.partitions[pid]
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(name, pid), timeout=CLIENT_TIMEOUT_S)
+            table.add_row(str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)),
+                          str(lo), str(hi))
+    finally:
+        consumer.close()
+    console.print(f"[bold]{name}[/]  partitions: {len(t.partitions)}")
+    console.print(table)
+    res = ConfigResource("topic", name)
+    configs = admin.describe_configs([res])[res].result(timeout=CLIENT_TIMEOUT_S)
+    ctable = Table("CONFIG", "VALUE", "SOURCE")
+    for key in sorted(configs):
+        entry = configs[key]
+        ctable.add_row(key, str(entry.value), str(entry.source).split(".")[-1])
+    console.print(ctable)
+
+
+@topic.command("delete")
+@click.argument("name")
+@bootstrap_option
+def topic_delete(name, bootstrap) -> None:
+    """Delete topic NAME and its data."""
+    admin = _admin(bootstrap)
+    _wait(admin.delete_topics([name], operation_timeout=CLIENT_TIMEOUT_S), "cannot delete topic")
+    console.print(f"deleted topic [bold]{name}[/]")
+
+
+@topic.command("alter-config")
+@click.argument("name")
+@click.option("-c", "--config", "configs", multiple=True, required=True, metavar="KEY=VALUE",
+              help="Config to set (repeatable); an empty value deletes the override.")
+@bootstrap_option
+def topic_alter_config(name, configs, bootstrap) -> None:
+    """Set or delete topic configs (IncrementalAlterConfigs)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = _admin(bootstrap)
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v else AlterConfigOpType.DELETE)
+               for k, v in _parse_kv(configs, "--config").items()]
+    res = ConfigResource("topic", name, incremental_configs=entries)
+    _wait(admin.incremental_alter_configs([res]), "cannot alter configs of topic")
+    console.print(f"updated configs of [bold]{name}[/]")
+
+
+@click.command()
+@click.argument("topic_name", metavar="TOPIC")
+@click.option("-k", "--key", default=None, help="Key for every record.")
+@click.option("-K", "--key-delimiter", default=None, help="Split each line at this delimiter into key and value.")
+@click.option("-f", "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Read lines from FILE instead of stdin.")
+@click.option("-H", "--header", "headers", multiple=True, metavar="KEY=VALUE", help="Header on every record.")
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option("-z", "--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default="none",
+              show_default=True)
+@bootstrap_option
+def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bootstrap) -> None:
+    """Send one record per line of stdin (or --file) to TOPIC."""
+    from confluent_kafka import KafkaException, Producer
+
+    _admin(bootstrap)
+    failures: list[str] = []
+    delivered = 0
+
+    def on_delivery(err, _msg):
+        nonlocal delivered
+        if err is not None:
+            failures.append(err.str())
+        else:
+            delivered += 1
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": acks == "all",
+                         "compression.type": compression, "linger.ms": 5})
+    hdrs = list(_parse_kv(headers, "--header").items()) or None
+    stream = path.open("rb") if path else sys.stdin.buffer
+    try:
+        for raw in stream:
+            line = raw.rstrip(b"\n").rstrip(b"\r")
+            k = key.encode() if key is not None else None
+            if key_delimiter is not None and key_delimiter.encode() in line:
+                k, line = line.split(key_delimiter.encode(), 1)
+            while True:
+                try:
+                    producer.produce(topic_name, value=line, key=k, headers=hdrs, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+            if failures:
+                break
+        remaining = producer.flush(CLIENT_TIMEOUT_S * 3)
+    except KafkaException as exc:
+        raise CliError(_reason(exc)) from None
+    finally:
+        if path:
+            stream.close()
+    if failures:
+        raise CliError(f"delivery failed: {failures[0]}")
+    if remaining:
+        raise CliError(f"{remaining} record(s) not acknowledged in time")
+    err_console_print(f"produced {delivered} record(s) to {topic_name}")
+
+
+def err_console_print(text: str) -> None:
+    Console(stderr=True).print(text)
+
+
+def format_record(fmt: str, msg) -> bytes:
+    """kcat-style format: %t topic, %p partition, %o offset, %k key, %s value, %T timestamp ms,
+    %h headers (k=v,...), %K key length, %S value length, \\n \\t escapes."""
+    out = bytearray()
+    i = 0
+    fmt = fmt.replace("\\n", "\n").replace("\\t", "\t")
+    while i < len(fmt):
+        c = fmt[i]
+        if c == "%" and i + 1 < len(fmt):
+            code = fmt[i + 1]
+            i += 2
+            if code == "t":
+                out += msg.topic().encode()
+            elif code == "p":
+                out += str(msg.partition()).encode()
+            elif code == "o":
+                out += str(msg.offset()).encode()
+            elif code == "k":
+                out += msg.key() or b""
+            elif code == "s":
+                out += msg.value() or b""
+            elif code == "T":
+                out += str(msg.timestamp()[1]).encode()
+            elif code == "K":
+                out += str(len(msg.key()) if msg.key() is not None else -1).encode()
+            elif code == "S":
+                out += str(len(msg.value()) if msg.value() is not None else -1).encode()
+            elif code == "h":
+                out += ",".join(f"{k}={(v or b'').decode(errors='replace')}" for k, v in (msg.headers() or [])).encode()
+            elif code == "%":
+                out += b"%"
+            else:
+                out += ("%" + code).encode()
+        else:
+            out += c.encode()
+            i += 1
+    return bytes(out)
+
+
+@click.command()
+@click.argument("topic_name", metavar="TOPIC")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: only new records).")
+@click.option("-n", "--count", type=int, default=None, help="Exit after COUNT records.")
+@click.option("-g", "--group", default=None, help="Join consumer group GROUP and commit offsets.")
+@click.option("-f", "--format", "fmt", default="%s\\n", show_default=True,
+              help="kcat-style output format (%t %p %o %k %s %T %h).")
+@click.option("--timeout", "idle_timeout_s", type=float, default=None,
+              help="Exit after this many seconds without a record.")
+@bootstrap_option
+def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, bootstrap) -> None:
+    """Print records of TOPIC."""
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+
+    admin = _admin(bootstrap)
+    md = admin.list_topics(topic=topic_name, timeout=CLIENT_TIMEOUT_S)
+    t = md.topics.get(topic_name)
+    if t is None or t.error is not None or not t.partitions:
+        raise CliError(f"unknown topic {topic_name!r}")
+    conf = {"bootstrap.servers": bootstrap, "enable.partition.eof": False,
+            "auto.offset.reset": "earliest" if from_beginning else "latest"}
+    if group:
+        conf.update({"group.id": group, "enable.auto.commit": True})
+    else:
+        conf.update({"group.id": f"litemq-cli-{uuid.uuid4()}", "enable.auto.commit": False})
+    consumer = Consumer(conf)
+    if group:
+        consumer.subscribe([topic_name])
+    else:
+        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+        consumer.assign([TopicPartition(topic_name, p, start) for p in sorted(t.partitions)])
+    seen = 0
+    last = time.monotonic()
+    out = sys.stdout.buffer
+    try:
+        while count is None or seen < count:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if idle_timeout_s is not None and time.monotonic() - last > idle_timeout_s:
+                    break
+                continue
+            if msg.error():
+                raise CliError(msg.error().str())
+            last = time.monotonic()
+            out.write(format_record(fmt, msg))
+            out.flush()
+            seen += 1
+    except KeyboardInterrupt:
+        pass
+    except KafkaException as exc:
+        raise CliError(_reason(exc)) from None
+    finally:
+        consumer.close()
+
+
+def register(main: click.Group) -> None:
+    main.add_command(topic)
+    main.add_command(produce)
+    main.add_command(consume)

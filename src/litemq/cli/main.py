@@ -1,0 +1,111 @@
+"""The ``litemq`` command: ``serve``, ``topic``, ``produce``, ``consume`` (and more per issue).
+
+Client commands talk to any Kafka-protocol cluster through confluent-kafka (librdkafka), with
+``-b/--bootstrap-server`` (default 127.0.0.1:9092). Errors are printed as one readable line
+(no traceback) and exit with status 1; bad arguments exit with status 2 (click).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from litemq.config import DEFAULT_LISTEN, BrokerConfig, parse_host_port
+
+err_console = Console(stderr=True)
+DEFAULT_BOOTSTRAP = DEFAULT_LISTEN
+
+
+class CliError(click.ClickException):
+    """A readable failure: printed as ``error: message``, exit status 1."""
+
+    def show(self, file=None) -> None:
+        err_console.print(f"[bold red]error:[/] {self.message}")
+
+
+def _parse_kv(pairs: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint=what)
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="litemq")
+def main() -> None:
+    """LiteMQ: a Kafka-compatible streaming log in Python."""
+
+
+# ------------------------------------------------------------------ serve
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Log directory (log.dirs).")
+@click.option("--listen", default=None, help=f"HOST:PORT to listen on [default {DEFAULT_LISTEN}].")
+@click.option("--advertise", default=None, help="HOST:PORT clients are told to use (advertised.listeners).")
+@click.option("--node-id", type=int, default=None, help="This broker's id (node.id).")
+@click.option("--config", "config_file", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Java-style properties file with Kafka broker setting names.")
+@click.option("-o", "--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Broker setting with its Kafka name, e.g. -o num.partitions=3 (repeatable).")
+@click.option("--num-partitions", type=int, default=None, help="Default partitions of new topics.")
+@click.option("--auto-create-topics/--no-auto-create-topics", default=None,
+              help="auto.create.topics.enable")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve(data_dir, listen, advertise, node_id, config_file, overrides, num_partitions, auto_create_topics,
+          log_level) -> None:
+    """Run one broker in the foreground until SIGTERM/SIGINT (clean shutdown)."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = _parse_kv(overrides, "--override")
+    try:
+        cfg = BrokerConfig.from_sources(config_file, settings)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if data_dir is not None:
+        cfg.data_dir = data_dir
+    if listen is not None:
+        cfg.listen_host, cfg.listen_port = parse_host_port(listen)
+    if advertise is not None:
+        cfg.advertised_host, cfg.advertised_port = parse_host_port(advertise)
+    if node_id is not None:
+        cfg.node_id = node_id
+    if num_partitions is not None:
+        cfg.num_partitions = num_partitions
+    if auto_create_topics is not None:
+        cfg.auto_create_topics_enable = auto_create_topics
+    try:
+        asyncio.run(_serve(cfg))
+    except OSError as exc:
+        raise CliError(f"cannot start broker: {exc}") from None
+
+
+async def _serve(cfg: BrokerConfig) -> None:
+    from litemq.broker.broker import BrokerRuntime
+
+    runtime = BrokerRuntime(cfg)
+    await runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"LiteMQ broker {cfg.node_id} ready on {cfg.listen_host}:{runtime.port}", flush=True)
+    await stop.wait()
+    await runtime.stop()
+
+
+def _register_client_commands() -> None:
+    from litemq.cli import client_commands
+
+    client_commands.register(main)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Cluster metadata of a LiteMQ broker: cluster id, brokers, topics, configs, producer ids.
+
+This is the state the metadata Raft group will replicate (issue 7). Until then one broker keeps
+it in ``DATA_DIR/__cluster_metadata/metadata.json``, rewritten atomically (temp file, fsync,
+rename) on every change. Mutations are methods that validate and then persist; readers use the
+attributes. No asyncio and no sockets here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from litemq import limits
+from litemq.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids are reserved from the persisted counter in blocks of this many."""
+
+
+@dataclass
+class TopicInfo:
+    """One topic: its id (``uuid.UUID``), partition count and dynamic topic configs."""
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "num_partitions": self.num_partitions,
+            "configs": self.configs,
+            "internal": self.internal,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicInfo":
+        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]),
+                   dict(d.get("configs", {})), bool(d.get("internal", False)))
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules (``Topic.validate``).
+
+    Raises:
+        KafkaError(INVALID_TOPIC_EXCEPTION): empty, ``.``/``..``, longer than 249 chars, or a
+            character outside ``[a-zA-Z0-9._-]``.
+    """
+    if not name or name in (".", ".."):
+        raise KafkaError(f"invalid topic name {name!r}", ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if len(name) > limits.MAX_TOPIC_NAME_CHARS:
+        raise KafkaError(f"topic name longer than {limits.MAX_TOPIC_NAME_CHARS} characters",
+                         ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]",
+                         ErrorCode.INVALID_TOPIC_EXCEPTION)
+
+
+class ClusterMetadata:
+    """The persisted metadata of a single-broker cluster.
+
+    Attributes:
+        cluster_id: 22-char base64-ish id made once (like Kafka's ``meta.properties``).
+        topics: name -> :class:`TopicInfo`.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self._dir = Path(data_dir) / "__cluster_metadata"
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._path = self._dir / "metadata.json"
+        self.cluster_id = ""
+        self.topics: dict[str, TopicInfo] = {}
+        self._next_producer_id = 0
+        self._producer_id_limit = 0  # exclusive end of the reserved block
+        self._load()
+
+    # ------------------------------------------------------------ persistence
+    def _load(self) -> None:
+        if self._path.exists():
+            d = json.loads(self._path.read_text())
+            self.cluster_id = d["cluster_id"]
+            self.topics = {t["name"]: TopicInfo.from_json(t) for t in d.get("topics", [])}
+            # Reserved blocks are not handed out again after a restart (as Kafka's
+            # ProducerIdManager): start at the persisted limit.
+            self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
+        else:
+            self.cluster_id = uuid.uuid4().hex[:22]
+            self._save()
+
+    def _save(self) -> None:
+        body = {
+            "cluster_id": self.cluster_id,
+            "producer_id_limit": self._producer_id_limit,
+            "topics": [t.to_json() for t in self.topics.values()],
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(body, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+
+    # ------------------------------------------------------------ topics
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                     internal: bool = False) -> TopicInfo:
+        """Add a topic (already validated by the caller for configs).
+
+        Raises:
+            KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS.
+        """
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        if not 1 <= num_partitions <= limits.MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                             ErrorCode.INVALID_PARTITIONS)
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs), internal)
+        self.topics[name] = info
+        self._save()
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.topics.pop(name, None)
+        if info is None:
+            raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self._save()
+        return info
+
+    def set_partitions(self, name: str, count: int) -> None:
+        info = self.topics[name]
+        if count <= info.num_partitions:
+            raise KafkaError(f"topic {name!r} has {info.num_partitions} partitions; "
+                             f"the count can only grow", ErrorCode.INVALID_PARTITIONS)
+        if count > limits.MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(f"at most {limits.MAX_PARTITIONS_PER_TOPIC} partitions",
+                             ErrorCode.INVALID_PARTITIONS)
+        info.num_partitions = count
+        self._save()
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self._save()
+
+    # ------------------------------------------------------------ producer ids
+    def allocate_producer_id(self) -> int:
+        """A fresh producer id (KIP-98); blocks are reserved on disk before use."""
+        if self._next_producer_id >= self._producer_id_limit:
+            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK_SIZE
+            self._save()
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid

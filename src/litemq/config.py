@@ -1,0 +1,206 @@
+"""Broker settings, with Kafka's names (``num.partitions``, ``message.max.bytes``, ...).
+
+A :class:`BrokerConfig` is built from defaults, then a Java-style properties file
+(``--config FILE``), then ``--override key=value`` flags, in that order. Per-topic log settings
+(``retention.ms``, ``segment.bytes``, ...) live in :class:`litemq.storage.config.LogConfig`;
+the broker-wide ``log.*`` defaults here feed it.
+
+Hard bounds that protect the process are in :mod:`litemq.limits`, not here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 9092
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+@dataclass
+class BrokerConfig:
+    """One broker's settings. Attribute names are Kafka's with dots replaced by underscores.
+
+    Units are in the names (``_ms``, ``_bytes``). Source: Kafka broker configs (3.9 docs).
+    """
+
+    data_dir: Path = Path("litemq-data")
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 1
+
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    message_max_bytes: int = 1048588
+    min_insync_replicas: int = 1
+
+    # log.* broker-wide defaults for topic configs (Kafka names: log.retention.ms, ...)
+    log_segment_bytes: int = 1024**3
+    log_roll_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_cleanup_policy: str = "delete"
+    log_flush_interval_messages: int | None = None
+    log_flush_interval_ms: int | None = None
+    log_index_interval_bytes: int = 4096
+    log_segment_index_bytes: int = 10 * 1024 * 1024
+    log_retention_check_interval_ms: int = 5 * 60 * 1000
+    log_cleaner_backoff_ms: int = 15 * 1000
+
+    # groups (Kafka: offsets.topic.num.partitions defaults to 50; LiteMQ to 8)
+    offsets_topic_num_partitions: int = 8
+    offsets_retention_minutes: int = 7 * 24 * 60
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 0
+
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    request_timeout_ms: int = 30_000
+
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised_listener(self) -> tuple[str, int]:
+        """(host, port) clients are told to connect to."""
+        return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
+
+    def log_config_defaults(self) -> dict[str, str]:
+        """Broker-wide defaults of topic configs, as Kafka topic config names -> string values."""
+        out = {
+            "segment.bytes": str(self.log_segment_bytes),
+            "segment.ms": str(self.log_roll_ms),
+            "retention.ms": str(self.log_retention_ms),
+            "retention.bytes": str(self.log_retention_bytes),
+            "cleanup.policy": self.log_cleanup_policy,
+            "max.message.bytes": str(self.message_max_bytes),
+            "index.interval.bytes": str(self.log_index_interval_bytes),
+            "segment.index.bytes": str(self.log_segment_index_bytes),
+            "min.insync.replicas": str(self.min_insync_replicas),
+        }
+        if self.log_flush_interval_messages is not None:
+            out["flush.messages"] = str(self.log_flush_interval_messages)
+        if self.log_flush_interval_ms is not None:
+            out["flush.ms"] = str(self.log_flush_interval_ms)
+        return out
+
+    # ------------------------------------------------------------------ loading
+    def apply(self, settings: dict[str, str]) -> None:
+        """Apply Kafka-named settings (``"num.partitions": "3"``).
+
+        Raises:
+            ValueError: unknown name or a value of the wrong type, with the name in the message.
+        """
+        for raw_key, raw_value in settings.items():
+            key = raw_key.strip()
+            value = str(raw_value).strip()
+            if key in _ALIASES:
+                _ALIASES[key](self, value)
+                continue
+            attr = key.replace(".", "_").replace("-", "_")
+            if attr in ("extra",) or attr not in _FIELD_TYPES:
+                raise ValueError(f"unknown broker setting {key!r}")
+            try:
+                setattr(self, attr, _convert(_FIELD_TYPES[attr], value))
+            except ValueError as exc:
+                raise ValueError(f"bad value for {key}: {value!r} ({exc})") from None
+
+    @classmethod
+    def from_sources(
+        cls, config_file: Path | None = None, overrides: dict[str, str] | None = None, **kwargs
+    ) -> "BrokerConfig":
+        """Defaults, then ``config_file`` (Java properties), then ``overrides``, then kwargs."""
+        cfg = cls()
+        if config_file is not None:
+            cfg.apply(read_properties(config_file))
+        if overrides:
+            cfg.apply(overrides)
+        for k, v in kwargs.items():
+            if v is not None:
+                setattr(cfg, k, v)
+        cfg.data_dir = Path(cfg.data_dir)
+        return cfg
+
+
+def _convert(kind: str, value: str):
+    if "bool" in kind:
+        low = value.lower()
+        if low not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return low == "true"
+    if "int" in kind:
+        if "None" in kind and value.lower() in ("", "none", "null"):
+            return None
+        return int(value)
+    if "Path" in kind:
+        return Path(value)
+    return value
+
+
+_FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(BrokerConfig)}
+
+
+def _set_hours(attr: str, factor: int):
+    def setter(cfg: BrokerConfig, value: str) -> None:
+        setattr(cfg, attr, int(value) * factor)
+
+    return setter
+
+
+def _set_listener(host_attr: str, port_attr: str):
+    def setter(cfg: BrokerConfig, value: str) -> None:
+        host, port = parse_host_port(value.split("://")[-1].split(",")[0])
+        setattr(cfg, host_attr, host)
+        setattr(cfg, port_attr, port)
+
+    return setter
+
+
+_ALIASES = {
+    "log.dirs": lambda cfg, v: setattr(cfg, "data_dir", Path(v.split(",")[0])),
+    "log.dir": lambda cfg, v: setattr(cfg, "data_dir", Path(v)),
+    "log.retention.hours": _set_hours("log_retention_ms", 3600 * 1000),
+    "log.retention.minutes": _set_hours("log_retention_ms", 60 * 1000),
+    "log.roll.hours": _set_hours("log_roll_ms", 3600 * 1000),
+    "listeners": _set_listener("listen_host", "listen_port"),
+    "advertised.listeners": _set_listener("advertised_host", "advertised_port"),
+    "broker.id": lambda cfg, v: setattr(cfg, "node_id", int(v)),
+}
+
+
+def parse_host_port(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
+    """Parse ``"host:port"`` (or ``"[::1]:port"``, or ``"host"``) into (host, port).
+
+    Raises:
+        ValueError: the port is not an integer in 0..65535.
+    """
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.lstrip(":") or str(default_port)
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host, port = text, str(default_port)
+    port_num = int(port)
+    if not 0 <= port_num <= 65535:
+        raise ValueError(f"port out of range: {port_num}")
+    return host or "127.0.0.1", port_num
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style ``.properties`` file (``key=value`` or ``key: value``, ``#`` comments)."""
+    out: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ValueError(f"{path}: cannot parse line {line!r}")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out

@@ -1,0 +1,118 @@
+"""``litemq.Broker``: a real LiteMQ broker inside the current Python process.
+
+The broker runs on its own event-loop thread, listening on loopback, so any Kafka client in the
+same process (or another one) can use it::
+
+    with litemq.Broker() as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+Nothing is mocked: it is the same :class:`~litemq.broker.broker.BrokerRuntime` that
+``litemq serve`` runs, with a temporary data directory unless one is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from litemq.config import BrokerConfig
+
+
+class Broker:
+    """An embedded broker.
+
+    Args:
+        data_dir: where logs live; ``None`` = a temporary directory removed on ``close()``.
+        port: TCP port on ``host``; 0 picks a free one (see :attr:`port`).
+        host: interface to listen on (default loopback).
+        **settings: broker settings with Kafka names, underscores for dots
+            (``num_partitions=3``, ``auto_create_topics_enable=False``).
+
+    Raises:
+        OSError: the port is taken. RuntimeError: the broker failed to start (the cause chained).
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1",
+                 start: bool = True, **settings) -> None:
+        self._tmp = None
+        if data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="litemq-")
+            data_dir = self._tmp
+        self.config = BrokerConfig.from_sources(overrides={k.replace("_", "."): str(v) for k, v in settings.items()},
+                                                data_dir=Path(data_dir), listen_host=host, listen_port=port)
+        self.runtime = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        if start:
+            self.start()
+
+    @property
+    def port(self) -> int:
+        return self.runtime.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"host:port"`` for a client's ``bootstrap.servers``."""
+        return f"{self.config.listen_host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.config.data_dir)
+
+    def start(self) -> "Broker":
+        """Start the broker thread and wait until it listens."""
+        from litemq.broker.broker import BrokerRuntime
+
+        ready = threading.Event()
+        error: list[BaseException] = []
+        self._loop = asyncio.new_event_loop()
+        self.runtime = BrokerRuntime(self.config)
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(self.runtime.start())
+            except BaseException as exc:  # reported to the starting thread
+                error.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="litemq-broker", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if error:
+            raise RuntimeError(f"LiteMQ broker failed to start: {error[0]}") from error[0]
+        return self
+
+    def close(self) -> None:
+        """Shut down cleanly (flush, close logs) and remove a temporary data dir."""
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            fut = asyncio.run_coroutine_threadsafe(self.runtime.stop(), self._loop)
+            fut.result(timeout=60)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+        self._thread = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the broker's loop thread and return its result (for tools/tests)."""
+        async def wrapper():
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout=60)
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"litemq.Broker(bootstrap_servers={self.bootstrap_servers!r}, data_dir={str(self.data_dir)!r})"

@@ -1,0 +1,20 @@
+"""pytest plugin: the ``litemq_broker`` fixture, a real embedded broker per test.
+
+Installed with the package (entry point ``pytest11``), so a user's test suite just asks for it::
+
+    def test_my_pipeline(litemq_broker):
+        run_my_job(bootstrap_servers=litemq_broker.bootstrap_servers)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def litemq_broker(tmp_path):
+    """A fresh :class:`litemq.Broker` on a free loopback port with its data in ``tmp_path``."""
+    from litemq.embedded import Broker
+
+    with Broker(data_dir=tmp_path / "litemq-data") as broker:
+        yield broker
