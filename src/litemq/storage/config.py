@@ -1,0 +1,181 @@
+"""Per-partition log settings (Kafka topic configs), with units in their names.
+
+``LogConfig`` mirrors the subset of Kafka's topic-level configs that the storage layer honours
+(source: Kafka ``org.apache.kafka.storage.internals.log.LogConfig`` and
+``org.apache.kafka.common.config.TopicConfig``). Field names are the Kafka names in snake_case
+with the unit appended where Kafka's name carries one (``segment.ms`` -> ``segment_ms``).
+
+Deviation from Kafka, on purpose: ``flush.messages`` defaults to *unset* (``None``), which in
+LiteMQ means "durable": an ``acks=all`` produce is answered only after an fsync covering it
+(the broker calls :meth:`PartitionLog.flush`). Kafka's default is ``Long.MAX_VALUE`` (never
+fsync explicitly); set ``flush.messages=9223372036854775807`` to get Kafka's behaviour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+GIB = 1024 * 1024 * 1024
+MIB = 1024 * 1024
+DAY_MS = 24 * 60 * 60 * 1000
+LONG_MAX = 2**63 - 1
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Settings of one partition log. Immutable; replace with :func:`dataclasses.replace`.
+
+    Sizes are bytes, times are milliseconds. ``-1`` means "unlimited" where Kafka says so
+    (``retention_ms``, ``retention_bytes``).
+    """
+
+    segment_bytes: int = GIB
+    """``segment.bytes``: roll the active segment before it would exceed this size."""
+    segment_ms: int = 7 * DAY_MS
+    """``segment.ms``: roll when the active segment's first batch is older than this."""
+    segment_index_bytes: int = 10 * MIB
+    """``segment.index.bytes``: capacity of each ``.index`` file (8 B/entry; ``.timeindex`` 12 B)."""
+    index_interval_bytes: int = 4096
+    """``index.interval.bytes``: log bytes between two offset-index entries."""
+    retention_ms: int = 7 * DAY_MS
+    """``retention.ms``: delete segments whose largest timestamp is older; -1 = forever."""
+    retention_bytes: int = -1
+    """``retention.bytes``: delete oldest segments while the log is larger; -1 = unlimited."""
+    cleanup_policy: str = "delete"
+    """``cleanup.policy``: ``delete``, ``compact`` or ``compact,delete``."""
+    delete_retention_ms: int = DAY_MS
+    """``delete.retention.ms``: how long tombstones survive compaction."""
+    min_compaction_lag_ms: int = 0
+    """``min.compaction.lag.ms``: records younger than this are not compacted."""
+    min_cleanable_dirty_ratio: float = 0.5
+    """``min.cleanable.dirty.ratio``: compact when dirty bytes / cleanable bytes reach this."""
+    flush_messages: int | None = None
+    """``flush.messages``: fsync after this many messages; ``None`` = durable (see module doc)."""
+    flush_ms: int | None = None
+    """``flush.ms``: fsync when the oldest unflushed append is this old; ``None`` = unset."""
+    max_message_bytes: int = 1048588
+    """``max.message.bytes``: largest record batch accepted (bytes, header included)."""
+    message_timestamp_type: str = "CreateTime"
+    """``message.timestamp.type``: ``CreateTime`` or ``LogAppendTime``."""
+
+    def __post_init__(self) -> None:
+        _check(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, ">= 14")
+        _check(self.segment_ms >= 1, "segment.ms", self.segment_ms, ">= 1")
+        _check(self.segment_index_bytes >= 8 * 4, "segment.index.bytes", self.segment_index_bytes, ">= 32")
+        _check(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes, ">= 0")
+        _check(self.retention_ms >= -1, "retention.ms", self.retention_ms, ">= -1")
+        _check(self.retention_bytes >= -1, "retention.bytes", self.retention_bytes, ">= -1")
+        _check(self.cleanup_policy in CLEANUP_POLICIES, "cleanup.policy", self.cleanup_policy,
+               "one of " + ", ".join(CLEANUP_POLICIES))
+        _check(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms, ">= 0")
+        _check(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms, ">= 0")
+        _check(0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio",
+               self.min_cleanable_dirty_ratio, "in [0, 1]")
+        _check(self.flush_messages is None or self.flush_messages >= 1, "flush.messages",
+               self.flush_messages, ">= 1")
+        _check(self.flush_ms is None or self.flush_ms >= 0, "flush.ms", self.flush_ms, ">= 0")
+        _check(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, ">= 0")
+        _check(self.message_timestamp_type in TIMESTAMP_TYPES, "message.timestamp.type",
+               self.message_timestamp_type, "CreateTime or LogAppendTime")
+
+    # --- derived ---
+    @property
+    def compact(self) -> bool:
+        """True when ``cleanup.policy`` contains ``compact`` (records must have keys)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """True when ``cleanup.policy`` contains ``delete`` (time/size retention applies)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def durable(self) -> bool:
+        """True when acks=all must wait for an fsync (``flush.messages`` unset or 1)."""
+        return self.flush_messages is None or self.flush_messages <= 1
+
+    # --- Kafka names ---
+    @classmethod
+    def from_kafka_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka-named string configs (``{"segment.bytes": "1048576"}``).
+
+        Keys not given keep the value from ``base`` (default: LiteMQ defaults).
+        Raises ``ValueError`` naming the key for unknown keys and bad values.
+        """
+        changes: dict[str, object] = {}
+        for key, raw in configs.items():
+            field = _KAFKA_TO_FIELD.get(key)
+            if field is None:
+                raise ValueError(
+                    f"unsupported topic config {key!r}; supported: {', '.join(sorted(_KAFKA_TO_FIELD))}")
+            changes[field] = _parse(key, field, raw)
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_kafka_configs(self) -> dict[str, str]:
+        """All supported settings by Kafka name, as strings (unset flush settings omitted)."""
+        out: dict[str, str] = {}
+        for key, field in _KAFKA_TO_FIELD.items():
+            value = getattr(self, field)
+            if value is None:
+                continue
+            out[key] = str(value)
+        return out
+
+
+def _check(ok: bool, key: str, value: object, rule: str) -> None:
+    if not ok:
+        raise ValueError(f"invalid value {value!r} for topic config {key!r}: must be {rule}")
+
+
+_KAFKA_TO_FIELD: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+}
+
+SUPPORTED_TOPIC_CONFIGS: tuple[str, ...] = tuple(_KAFKA_TO_FIELD)
+"""Kafka topic config names LiteMQ's storage honours."""
+
+KAFKA_TOPIC_CONFIG_DEFAULTS: dict[str, str] = LogConfig().to_kafka_configs()
+"""Default value of every supported topic config, by Kafka name (flush.* unset = durable)."""
+
+
+def _parse(key: str, field: str, raw: str) -> object:
+    text = str(raw).strip()
+    if field == "cleanup_policy":
+        parts = sorted(p.strip() for p in text.split(",") if p.strip())
+        value = ",".join(parts)
+        if value not in CLEANUP_POLICIES:
+            raise ValueError(f"invalid value {raw!r} for topic config {key!r}: must be delete, compact "
+                             "or compact,delete")
+        return value
+    if field == "message_timestamp_type":
+        return text
+    if field == "min_cleanable_dirty_ratio":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"invalid value {raw!r} for topic config {key!r}: not a number") from None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"invalid value {raw!r} for topic config {key!r}: not an integer") from None

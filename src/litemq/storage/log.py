@@ -1,0 +1,777 @@
+"""The durable log of one partition: segments, append, read, flush, recovery, truncation, retention.
+
+Source: Kafka ``UnifiedLog`` + ``LocalLog`` + ``LogLoader`` (storage module). Directory layout
+(Kafka's)::
+
+    <topic>-<partition>/
+        00000000000000000000.log / .index / .timeindex     segments, named by base offset
+        00000000000000000000.snapshot                      producer state snapshots
+        leader-epoch-checkpoint                            epoch -> start offset
+        log-start-offset-checkpoint                        first readable offset
+        recovery-point-offset-checkpoint                   everything below is fsynced
+        .kafka_cleanshutdown                               present only after a clean close
+
+Threading model: the event-loop thread calls :meth:`append`/:meth:`read`; worker threads may
+call :meth:`flush`, :meth:`enforce_retention`, :meth:`delete_records_before` and
+:meth:`compact` concurrently. One ``RLock`` guards the segment list and the offsets; it is held
+only for in-memory work and short writes, never for an fsync nor for a compaction rewrite.
+Group commit: :meth:`flush` takes the log end offset under the lock, fsyncs outside it, and then
+advances ``flushed_offset``; every append before the snapshot is covered by that one fsync.
+
+Durability: ``recovery_point`` (== ``flushed_offset``) is the first offset not known to be on
+disk. It is checkpointed lazily (segment roll, truncation, close, every
+``RECOVERY_POINT_CHECKPOINT_INTERVAL_MS``); after a crash every batch from the segment holding
+the checkpointed recovery point onwards is validated (length, magic, CRC) and a torn tail is
+truncated. Data fsynced but not yet covered by the checkpoint is simply validated again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from litemq.protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from litemq.protocol.records import (
+    BatchHeader,
+    decode_batch,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+from litemq.protocol.regions import FileRegion
+from litemq.storage.checkpoints import (
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from litemq.storage.config import LogConfig
+from litemq.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from litemq.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from litemq.storage.segment import (
+    CLEANED_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    LogSegment,
+    parse_segment_name,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
+"""Kafka ``log.flush.offset.checkpoint.interval.ms`` default."""
+PRODUCER_SNAPSHOTS_TO_KEEP = 2
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Result of an append. Offsets inclusive; ``duplicate`` = idempotent retry, nothing written
+    (the offsets are the original batch's)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int
+    num_batches: int
+    size_bytes: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches as file regions (for sendfile). ``first_offset`` is the base offset of the
+    first batch returned (<= the requested offset), or the requested offset when empty."""
+
+    regions: list[FileRegion]
+    size: int
+    first_offset: int
+
+    def to_bytes(self) -> bytes:
+        return b"".join(r.read() for r in self.regions)
+
+
+class PartitionLog:
+    """Kafka ``UnifiedLog`` for one partition directory. Create with :meth:`open`."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.dir = directory
+        self._config = config
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self._leo = 0
+        self._flushed = 0
+        self._checkpointed_recovery_point = 0
+        self._last_checkpoint_ms = 0
+        self._truncations = 0
+        self._dir_dirty = False
+        self.unflushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        self.last_flush_ms = _now_ms()
+        self._closed = False
+        self.leader_epoch_cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(directory)
+
+    # ================================================================== properties
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic config; applies to later appends/rolls/retention (segments keep their files)."""
+        with self._lock:
+            self._config = config
+            for seg in self._segments:
+                seg.config = config
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def flushed_offset(self) -> int:
+        """First offset not yet known durable (everything below it has been fsynced)."""
+        return self._flushed
+
+    @property
+    def recovery_point(self) -> int:
+        return self._flushed
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """Snapshot of the segment list, oldest first (do not mutate)."""
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.dir}, start={self.log_start_offset}, end={self._leo})"
+
+    # ================================================================== open / recovery
+    @classmethod
+    def open(cls, path: Path, config: LogConfig) -> PartitionLog:
+        """Create or load the log in ``path``. After a clean close nothing is scanned; after a
+        crash every batch past the recovery point is validated and a bad tail truncated.
+        Raises :class:`KafkaStorageError` if the directory cannot be used."""
+        path = Path(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create log directory {path}: {exc}") from exc
+        self = cls(path, config)
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        d = self.dir
+        marker = d / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self._complete_swaps()
+        bases = sorted(b for b in (parse_segment_name(n) for n in os.listdir(d) if n.endswith(LOG_SUFFIX))
+                       if b is not None)
+        segments = [LogSegment(d, b, self._config) for b in bases]
+        start = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        if not segments:
+            first = start or 0
+            segments = [LogSegment.create(d, first, self._config)]
+            self._dir_dirty = True
+        self._set_segments(segments)
+        self.log_start_offset = max(start if start is not None else 0, segments[0].base_offset)
+        recovery_point = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        if recovery_point is None:
+            recovery_point = self.log_start_offset if clean else 0
+
+        if not clean:
+            self._recover_from(recovery_point)
+        leo = self.active_segment.read_next_offset()
+        self._leo = leo
+        if clean:
+            recovery_point = leo
+        self._flushed = self._checkpointed_recovery_point = min(recovery_point, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        if self.leader_epoch_cache.epochs:
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state(leo)
+        if clean:
+            os.unlink(marker)
+            fsync_dir(d)
+        log.info("loaded log %s: start %d, end %d, %d segments (%s shutdown)", d, self.log_start_offset,
+                 leo, len(self._segments), "clean" if clean else "unclean")
+
+    def _complete_swaps(self) -> None:
+        """Finish or roll back an interrupted compaction swap (Kafka ``LogLoader``):
+        ``.cleaned`` files are incomplete -> deleted; ``.swap`` files are complete -> renamed to
+        their final names after deleting the segments they replace."""
+        names = os.listdir(self.dir)
+        for n in names:
+            if n.endswith(CLEANED_SUFFIX) or n.endswith(".tmp") or n.endswith(".deleted"):
+                os.unlink(self.dir / n)
+        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+        for n in swaps:
+            base = parse_segment_name(n)
+            if base is None:
+                continue
+            seg = LogSegment(self.dir, base, self._config, suffix=SWAP_SUFFIX)
+            end = seg.read_next_offset()
+            # The swap replaces every segment whose base lies in [base, end) (except itself).
+            for other in os.listdir(self.dir):
+                ob = parse_segment_name(other)
+                if ob is not None and base <= ob < end and not other.endswith(SWAP_SUFFIX):
+                    os.unlink(self.dir / other)
+            seg.rename_suffix(SWAP_SUFFIX, "")
+            log.info("%s: completed interrupted compaction swap of segment %d", self.dir, base)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Validate segments holding offsets >= ``recovery_point``; truncate at the first bad batch
+        and delete every later segment (Kafka ``LogLoader.recoverLog``)."""
+        segs = self._segments
+        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        epochs = self.leader_epoch_cache
+
+        def on_batch(h: BatchHeader) -> None:  # Kafka LogSegment.recover: only newer epochs
+            if h.partition_leader_epoch > epochs.latest_epoch():
+                epochs.assign(h.partition_leader_epoch, h.base_offset)
+        for j in range(i, len(segs)):
+            seg = segs[j]
+            truncated = seg.recover(on_batch)
+            if truncated and j + 1 < len(segs):
+                doomed = segs[j + 1:]
+                log.warning("%s: deleting %d segments after the corrupt segment %d (offsets %d..)",
+                            self.dir, len(doomed), seg.base_offset, doomed[0].base_offset)
+                for s in doomed:
+                    s.delete_files()
+                self._set_segments(segs[: j + 1])
+                break
+        log.info("%s: recovered from offset %d to %d", self.dir, recovery_point,
+                 self.active_segment.next_offset)
+
+    def _rebuild_producer_state(self, end: int) -> None:
+        """Load the newest snapshot <= ``end`` and replay batch headers from it to ``end``."""
+        ps = self.producer_state
+        ps.delete_snapshots(above=end)
+        ps.load_latest_snapshot(end, min_offset=self.log_start_offset)
+        start = max(ps.map_end_offset, self.log_start_offset)
+        if start >= end:
+            ps.map_end_offset = end
+            return
+        for seg in self._segments_from(start):
+            found = seg.find(start) if seg.base_offset < start else None
+            pos = found[0] if found else 0
+            if seg.base_offset < start and found is None:
+                continue
+            for _, h in seg.iter_headers(pos):
+                if h.base_offset + h.last_offset_delta >= start:
+                    ps.update(h)
+        ps.map_end_offset = end
+
+    # ================================================================== segment list helpers
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        """Replace the segment list (copy-on-write: readers keep a consistent old list)."""
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        return self._segments[self._segment_index_for(offset):]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    # ================================================================== append
+    def append(self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+        """Leader append of a Produce partition's ``records`` (one or more whole batches).
+
+        Validates from headers only (framing, magic 2, CRC, size <= ``max.message.bytes``,
+        ``records_count == last_offset_delta + 1``), checks idempotent-producer sequences,
+        assigns dense offsets and ``leader_epoch`` in place (``records`` is modified), stamps
+        LogAppendTime if configured, writes with one ``pwrite``. Raises
+        :class:`CorruptRecordError`, :class:`InvalidRecordError`, :class:`RecordTooLargeError`,
+        :class:`UnsupportedCompressionError`, :class:`OutOfOrderSequenceError`,
+        :class:`InvalidProducerEpochError`, :class:`KafkaStorageError` (log unchanged).
+        """
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        config = self._config
+        headers = validate_batches(buf, max_batch_bytes=config.max_message_bytes, dense=True)
+        if not headers:
+            raise InvalidRecordError("no record batch in the append")
+        now = _now_ms() if now_ms is None else now_ms
+        append_time = config.log_append_time
+        with self._lock:
+            self._check_open()
+            dup = self.producer_state.check_client_append(headers)
+            if dup is not None:
+                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, len(headers), 0, True)
+            offset = first = self._leo
+            pos = 0
+            max_ts, offset_of_max = -1, -1
+            bases = []
+            for h in headers:
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                if append_time:
+                    set_log_append_time(buf, pos, now)
+                ts = now if append_time else h.max_timestamp
+                bases.append(offset)
+                offset += h.last_offset_delta + 1
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, offset - 1
+                pos += h.batch_length + 12
+            self._append_locked(buf, headers, bases, leader_epoch, max_ts, offset_of_max, now)
+            return AppendInfo(first, offset - 1, max_ts, now if append_time else -1, len(headers), len(buf))
+
+    def append_as_follower(self, records: bytearray | bytes, *, now_ms: int | None = None) -> AppendInfo:
+        """Append batches whose offsets (and epochs) were assigned by the leader.
+
+        The first batch must start at ``log_end_offset`` and offsets must increase, else
+        :class:`InvalidRecordError`. Producer sequences are recorded, not checked.
+        """
+        buf = records
+        headers = validate_batches(buf)
+        if not headers:
+            raise InvalidRecordError("no record batch in the append")
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            expected = self._leo
+            if headers[0].base_offset != expected:
+                raise InvalidRecordError(
+                    f"follower append at offset {headers[0].base_offset}, log end offset is {expected}")
+            max_ts, offset_of_max = -1, -1
+            nxt = expected
+            for h in headers:
+                if h.base_offset < nxt:
+                    raise InvalidRecordError(f"follower batch offset {h.base_offset} < expected {nxt}")
+                nxt = h.base_offset + h.last_offset_delta + 1
+                if h.max_timestamp > max_ts:
+                    max_ts, offset_of_max = h.max_timestamp, nxt - 1
+            self._append_locked(buf, headers, None, None, max_ts, offset_of_max, now)
+            return AppendInfo(expected, nxt - 1, max_ts, -1, len(headers), len(buf))
+
+    def _append_locked(self, buf, headers: list[BatchHeader], bases: list[int] | None, epoch: int | None,
+                       max_ts: int, offset_of_max: int, now: int) -> None:
+        first = bases[0] if bases else headers[0].base_offset
+        last_h = headers[-1]
+        last = (bases[-1] if bases else last_h.base_offset) + last_h.last_offset_delta
+        seg = self.active_segment
+        if seg.should_roll(len(buf), max_ts, last, now):
+            seg = self._roll(first)
+        seg.append(buf, last, max_ts, offset_of_max)
+        self._leo = last + 1
+        cache = self.leader_epoch_cache
+        ps = self.producer_state
+        count = 0
+        for i, h in enumerate(headers):
+            base = bases[i] if bases else h.base_offset
+            cache.assign(h.partition_leader_epoch if epoch is None else epoch, base)
+            ps.update(h, base)
+            count += h.records_count
+        self.unflushed_messages += count
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+
+    def _roll(self, new_base: int) -> LogSegment:
+        """Close the active segment for appends and start a new one at ``new_base`` (the LEO)."""
+        old = self.active_segment
+        old.on_become_inactive()
+        if old.size == 0:
+            # An empty active segment is replaced (Kafka deletes and recreates it).
+            old.delete_files()
+            segments = self._segments[:-1]
+        else:
+            segments = list(self._segments)
+        seg = LogSegment.create(self.dir, new_base, self._config)
+        self._set_segments(segments + [seg])
+        self._dir_dirty = True
+        self.producer_state.map_end_offset = new_base
+        try:
+            self.producer_state.take_snapshot(sync=False)
+        except OSError as exc:
+            log.warning("%s: cannot write producer snapshot at %d: %s", self.dir, new_base, exc)
+        self.producer_state.delete_snapshots(below=new_base, keep_latest=PRODUCER_SNAPSHOTS_TO_KEEP - 1)
+        log.debug("%s: rolled new segment at offset %d", self.dir, new_base)
+        return seg
+
+    def roll(self) -> None:
+        """Force a roll of the active segment (if it holds data)."""
+        with self._lock:
+            if self.active_segment.size:
+                self._roll(self._leo)
+
+    # ================================================================== read
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the one containing ``start_offset``, as file regions.
+
+        More batches follow while the total stays <= ``max_bytes`` and their base offset is
+        < ``max_offset`` (exclusive; the high watermark). The first batch is returned whole even
+        if larger than ``max_bytes`` when ``min_one_batch``. ``start_offset == log_end_offset``
+        (or >= ``max_offset``) gives an empty result. Raises :class:`OffsetOutOfRangeError` when
+        ``start_offset`` is below the log start or above the log end.
+        """
+        with self._lock:
+            leo = self._leo
+            if start_offset < self.log_start_offset or start_offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} out of range [{self.log_start_offset}, {leo}] of {self.name}")
+            limit_offset = leo if max_offset is None else min(max_offset, leo)
+            regions: list[FileRegion] = []
+            if start_offset >= limit_offset:
+                return ReadResult(regions, 0, start_offset)
+            segments = self._segments
+            i = self._segment_index_for(start_offset)
+            total = 0
+            first_offset = None
+            while i < len(segments):
+                seg = segments[i]
+                i += 1
+                seg_end_offset = segments[i].base_offset if i < len(segments) else leo
+                found = seg.find(start_offset)
+                if found is None:
+                    continue
+                pos, h = found
+                if h.base_offset >= limit_offset:
+                    break
+                budget = max_bytes - total
+                if h.size > budget and not (min_one_batch and first_offset is None):
+                    break
+                end = pos + h.size
+                if budget > h.size:
+                    end = seg.batch_boundary_at_or_before(pos + budget, end)
+                if limit_offset < seg_end_offset and end > pos + h.size:
+                    bound = seg.find(limit_offset, pos + h.size)
+                    if bound is not None:
+                        bpos, bh = bound
+                        end = min(end, bpos + bh.size if bh.base_offset < limit_offset else bpos)
+                if first_offset is None:
+                    first_offset = h.base_offset
+                regions.append(FileRegion(seg.file, pos, end - pos))
+                total += end - pos
+                if end < seg.size or total >= max_bytes or seg_end_offset >= limit_offset:
+                    break
+            return ReadResult(regions, total, start_offset if first_offset is None else first_offset)
+
+    def read_bytes(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+                   min_one_batch: bool = True) -> bytes:
+        """:meth:`read` as one ``bytes`` (tests, tools, the non-sendfile path)."""
+        return self.read(start_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch).to_bytes()
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``
+        (ListOffsets by time, Kafka ``fetchOffsetByTimestamp``); ``None`` if there is none.
+        The matching batch is decoded to find the exact record (rare path)."""
+        with self._lock:
+            start = self.log_start_offset
+            segments = self._segments
+            for seg in segments[self._segment_index_for(start):]:
+                seg.ensure_indexes()
+                if seg.max_timestamp < timestamp_ms:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp_ms, start)
+                if found is None:
+                    continue
+                pos, h = found
+                data = os.pread(seg.fd, h.size, pos)
+                break
+            else:
+                return None
+        return _first_record_at_or_after(data, h, timestamp_ms, start)
+
+    # ================================================================== flush
+    def flush(self) -> None:
+        """fsync everything appended so far (group commit; safe from any thread).
+
+        Advances ``flushed_offset``/``recovery_point`` to the log end offset seen on entry.
+        Raises :class:`KafkaStorageError` if fsync fails (``flushed_offset`` unchanged).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                target = self._leo
+                truncations = self._truncations
+                if target <= self._flushed and not self._dir_dirty:
+                    return
+                segs = self._segments_from(self._flushed)
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                self.unflushed_messages = 0
+                self._first_unflushed_ms = None
+                for seg in segs:
+                    seg.flush_indexes(sync=False)
+            try:
+                for seg in segs:
+                    seg.sync()
+                if dir_dirty:
+                    fsync_dir(self.dir)
+            except (OSError, KafkaStorageError) as exc:
+                with self._lock:
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                raise exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
+            now = _now_ms()
+            with self._lock:
+                self.last_flush_ms = now
+                if self._truncations == truncations and target > self._flushed:
+                    self._flushed = target
+                need_checkpoint = self._recovery_checkpoint_due(now)
+            if need_checkpoint:
+                self._checkpoint_recovery_point()
+
+    def _recovery_checkpoint_due(self, now: int) -> bool:
+        if self._flushed == self._checkpointed_recovery_point:
+            return False
+        if now - self._last_checkpoint_ms >= RECOVERY_POINT_CHECKPOINT_INTERVAL_MS:
+            return True
+        # Crossing a segment boundary: recovery would rescan a whole old segment otherwise.
+        return self._segment_index_for(self._flushed) != self._segment_index_for(self._checkpointed_recovery_point)
+
+    def _checkpoint_recovery_point(self) -> None:
+        """Make indexes below the flushed offset durable, then checkpoint the recovery point."""
+        with self._lock:
+            point = self._flushed
+            segs = [s for s in self._segments_from(self._checkpointed_recovery_point)
+                    if s.base_offset < point]
+            for s in segs:
+                s.flush_indexes(sync=False)
+        for s in segs:
+            s.flush_indexes(sync=True)
+        write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
+        with self._lock:
+            if self._flushed >= point:
+                self._checkpointed_recovery_point = point
+            self._last_checkpoint_ms = _now_ms()
+
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """Whether the flush policy asks for an fsync now: ``flush.messages`` reached,
+        ``flush.ms`` elapsed, or (durable default) anything unflushed."""
+        if self.unflushed_messages == 0:
+            return False
+        cfg = self._config
+        if cfg.flush_messages is None:
+            return True
+        if self.unflushed_messages >= cfg.flush_messages:
+            return True
+        if cfg.flush_ms is not None and self._first_unflushed_ms is not None:
+            now = _now_ms() if now_ms is None else now_ms
+            return now - self._first_unflushed_ms >= cfg.flush_ms
+        return False
+
+    # ================================================================== truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= ``offset`` (Raft conflict / follower divergence)."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._leo:
+                return
+            if offset <= self.log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            log.info("%s: truncating from offset %d (log end %d)", self.dir, offset, self._leo)
+            i = self._segment_index_for(offset)
+            segments = self._segments
+            keep, doomed = segments[: i + 1], segments[i + 1:]
+            if segments[i].base_offset >= offset and i > 0:
+                keep, doomed = segments[:i], segments[i:]
+            self._set_segments(keep)
+            for s in doomed:
+                s.delete_files()
+            active = self.active_segment
+            active.truncate_to(offset)
+            active.next_offset = offset
+            self._leo = offset
+            self._truncations += 1
+            self._dir_dirty = True
+            if self._flushed > offset:
+                self._flushed = offset
+            self.leader_epoch_cache.truncate_from_end(offset)
+            self.unflushed_messages = 0
+            self._rebuild_producer_state(offset)
+            self._checkpoint_recovery_now()
+
+    def _checkpoint_recovery_now(self) -> None:
+        point = min(self._flushed, self._checkpointed_recovery_point)
+        write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
+        self._checkpointed_recovery_point = point
+        self._last_checkpoint_ms = _now_ms()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete all data; the log restarts empty at ``offset`` (start = end = ``offset``)."""
+        with self._lock:
+            self._check_open()
+            log.info("%s: truncating fully, restarting at offset %d", self.dir, offset)
+            for s in self._segments:
+                s.delete_files()
+            self._set_segments([LogSegment.create(self.dir, offset, self._config)])
+            self._leo = self.log_start_offset = self._flushed = offset
+            self._truncations += 1
+            self._dir_dirty = True
+            self.unflushed_messages = 0
+            self.leader_epoch_cache.clear()
+            self.producer_state.delete_snapshots(above=-1)
+            self.producer_state.clear(offset)
+            write_offset_checkpoint(self.dir / LOG_START_OFFSET_CHECKPOINT, offset)
+            self._checkpoint_recovery_now()
+            fsync_dir(self.dir)
+            self._dir_dirty = False
+
+    # ================================================================== retention
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= log end), delete whole
+        segments below it, checkpoint. Returns the new log start offset.
+        Raises :class:`OffsetOutOfRangeError` if ``offset`` > log end offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self._leo:
+                raise OffsetOutOfRangeError(f"cannot delete records before {offset}: log end is {self._leo}")
+            if offset > self.log_start_offset:
+                self._advance_log_start(offset)
+            return self.log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        """(locked) Set the log start, drop segments wholly below it, update caches, checkpoint."""
+        self.log_start_offset = offset
+        segments = self._segments
+        n = 0
+        while n + 1 < len(segments) and segments[n + 1].base_offset <= offset:
+            n += 1
+        if n:
+            self._delete_segments(n)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.delete_snapshots(below=offset, keep_latest=0)
+        write_offset_checkpoint(self.dir / LOG_START_OFFSET_CHECKPOINT, offset)
+
+    def _delete_segments(self, n: int) -> None:
+        """(locked) Delete the ``n`` oldest segments (never the active one); log start follows."""
+        doomed = self._segments[:n]
+        self._set_segments(self._segments[n:])
+        for s in doomed:
+            s.delete_files()
+        log.info("%s: deleted %d segments (offsets %d..%d)", self.dir, n, doomed[0].base_offset,
+                 self._segments[0].base_offset - 1)
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by ``retention.ms`` (segment's largest timestamp, or its file
+        mtime when it has none) and ``retention.bytes``; only with ``cleanup.policy`` containing
+        ``delete``. If the active segment itself has expired it is rolled first, so only
+        inactive segments are deleted. Returns the number of segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            cfg = self._config
+            if not cfg.delete:
+                return 0
+            n = 0
+            segments = self._segments
+            if cfg.retention_ms >= 0:
+                while n < len(segments) and now - self._largest_timestamp(segments[n]) > cfg.retention_ms:
+                    n += 1
+                if n == len(segments):
+                    if self.active_segment.size:
+                        self._roll(self._leo)
+                        segments = self._segments
+                    else:
+                        n -= 1
+            if cfg.retention_bytes >= 0:
+                diff = sum(s.size for s in segments) - cfg.retention_bytes
+                m = 0
+                while m < len(segments) - 1 and diff - segments[m].size >= 0:
+                    diff -= segments[m].size
+                    m += 1
+                n = max(n, m)
+            n = min(n, len(segments) - 1)
+            if n <= 0:
+                return 0
+            self._delete_segments(n)
+            new_start = self._segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self._advance_log_start(new_start)
+            return n
+
+    @staticmethod
+    def _largest_timestamp(seg: LogSegment) -> int:
+        seg.ensure_indexes()
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+        try:
+            return int(os.stat(seg.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # ================================================================== compaction
+    def compact(self, now_ms: int | None = None):
+        """Compact (``cleanup.policy`` contains ``compact``): see :mod:`litemq.storage.cleaner`."""
+        from litemq.storage.cleaner import LogCleaner
+
+        return LogCleaner(self).clean(_now_ms() if now_ms is None else now_ms)
+
+    # ================================================================== close / delete
+    def close(self) -> None:
+        """Flush, write checkpoints and a producer snapshot, then the clean-shutdown marker."""
+        with self._lock:
+            if self._closed:
+                return
+        self.flush()
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            point = self._leo
+            for s in self._segments_from(self._checkpointed_recovery_point):
+                s.flush_indexes(sync=True)
+            write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
+            write_offset_checkpoint(self.dir / LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)
+            self.leader_epoch_cache.flush()
+            self.producer_state.map_end_offset = point
+            self.producer_state.take_snapshot(sync=True)
+            self.producer_state.delete_snapshots(below=point, keep_latest=PRODUCER_SNAPSHOTS_TO_KEEP - 1)
+            marker = self.dir / CLEAN_SHUTDOWN_MARKER
+            marker.touch()
+            fsync_dir(self.dir)
+            self._closed = True
+            self._set_segments(list(self._segments))
+
+    def delete(self) -> None:
+        """Remove the whole directory (topic deletion). Open file objects are left to the GC."""
+        with self._lock:
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _first_record_at_or_after(data: bytes, h: BatchHeader, timestamp_ms: int, min_offset: int) -> tuple[int, int]:
+    """Exact ``(offset, timestamp)`` of the first record of batch ``data`` with timestamp >=
+    ``timestamp_ms`` and offset >= ``min_offset``; falls back to the batch's last offset."""
+    if h.timestamp_type == 1:  # LogAppendTime: every record has the batch max timestamp
+        return max(h.base_offset, min_offset), h.max_timestamp
+    for rec in decode_batch(data)[1]:
+        if rec.offset >= min_offset and rec.timestamp >= timestamp_ms:
+            return rec.offset, rec.timestamp
+    return h.base_offset + h.last_offset_delta, h.max_timestamp
