@@ -110,7 +110,7 @@ def test_roundtrip_all_versions(spec: MessageSpec):
     versions = list(range(spec.min_version, spec.max_version + 1))
 
     @settings(
-        max_examples=6 * len(versions),
+        max_examples=10 * len(versions),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),

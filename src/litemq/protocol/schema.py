@@ -469,7 +469,7 @@ class _Gen:
         fl = self.field_flex(f)
         nullable = f.is_nullable(v)
         if f.is_array:
-            ms = self.elem_minsize(f)
+            ms = max(1, self.elem_minsize(f))  # no zero-size elements: bounds the count by bytes left
             cnt = "_P.read_ccount" if fl else "_P.read_count"
             out.append(f"{ind}_n, pos = {cnt}(buf, pos, end, {ms}, {nullable})")
             out.append(f"{ind}if _n < 0:")
