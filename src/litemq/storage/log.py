@@ -225,26 +225,25 @@ class PartitionLog:
 
     def _complete_swaps(self) -> None:
         """Finish or roll back an interrupted compaction swap (Kafka ``LogLoader``):
-        ``.cleaned`` files are incomplete -> deleted; ``.swap`` files are complete -> renamed to
-        their final names after deleting the segments they replace."""
+        ``.cleaned`` files are incomplete -> deleted; a ``.log.swap`` is a complete cleaned
+        segment -> its index ``.swap`` files and then the ``.log.swap`` are renamed over the
+        segment they replace (same base offset). Index ``.swap`` files without a ``.log.swap``
+        were already superseded -> deleted."""
         names = os.listdir(self.dir)
+        log_swaps = {n[: -len(SWAP_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
         for n in names:
+            path = self.dir / n
             if n.endswith(CLEANED_SUFFIX) or n.endswith(".tmp") or n.endswith(".deleted"):
-                os.unlink(self.dir / n)
-        swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
-        for n in swaps:
-            base = parse_segment_name(n)
-            if base is None:
-                continue
-            seg = LogSegment(self.dir, base, self._config, suffix=SWAP_SUFFIX)
-            end = seg.read_next_offset()
-            # The swap replaces every segment whose base lies in [base, end) (except itself).
-            for other in os.listdir(self.dir):
-                ob = parse_segment_name(other)
-                if ob is not None and base <= ob < end and not other.endswith(SWAP_SUFFIX):
-                    os.unlink(self.dir / other)
-            seg.rename_suffix(SWAP_SUFFIX, "")
-            log.info("%s: completed interrupted compaction swap of segment %d", self.dir, base)
+                os.unlink(path)
+            elif n.endswith(SWAP_SUFFIX) and not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                final = n[: -len(SWAP_SUFFIX)]
+                if final.rsplit(".", 1)[0] + LOG_SUFFIX in log_swaps:
+                    os.replace(path, self.dir / final)
+                else:
+                    os.unlink(path)
+        for final in sorted(log_swaps):
+            os.replace(self.dir / (final + SWAP_SUFFIX), self.dir / final)
+            log.info("%s: completed interrupted compaction swap of %s", self.dir, final)
 
     def _recover_from(self, recovery_point: int) -> None:
         """Validate segments holding offsets >= ``recovery_point``; truncate at the first bad batch

@@ -1,0 +1,156 @@
+"""Retention (time, bytes, DeleteRecords) and compaction (latest per key, tombstones)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from litemq.protocol.errors import OffsetOutOfRangeError
+from litemq.storage.config import LogConfig
+from litemq.storage.log import PartitionLog
+from storage_helpers import batch, keyed, offsets, records
+
+
+def test_retention_by_time(tmp_path):
+    cfg = LogConfig(segment_bytes=1024, retention_ms=10_000)
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    for i in range(60):
+        log.append(batch(1, ts=1_000 + i * 1_000, value_size=100), leader_epoch=0)
+    n_segments = len(log.segments)
+    # now = 40 s: segments whose newest record is older than 30 s go
+    deleted = log.enforce_retention(40_000)
+    assert deleted > 0 and len(log.segments) == n_segments - deleted
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    for seg in log.segments[:-1]:
+        assert seg.max_timestamp >= 30_000
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    assert offsets(log.read_bytes(log.log_start_offset, 10**9)) == list(range(log.log_start_offset, 60))
+    # everything expired: the active segment is rolled, then every old segment goes
+    log.enforce_retention(10**9)
+    assert log.log_start_offset == log.log_end_offset == 60 and log.size_bytes == 0
+    assert log.append(batch(1), leader_epoch=0).first_offset == 60
+    log.close()
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    assert (log.log_start_offset, log.log_end_offset) == (60, 61)
+
+
+def test_retention_by_bytes(tmp_path):
+    cfg = LogConfig(segment_bytes=1024, retention_bytes=3000, retention_ms=-1)
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    for _ in range(80):
+        log.append(batch(1, value_size=100), leader_epoch=0)
+    assert log.size_bytes > 3000
+    log.enforce_retention(0)
+    assert log.size_bytes <= 3000 + 1024
+    assert log.size_bytes - log.segments[0].size < 3000
+    assert log.log_start_offset == log.segments[0].base_offset
+
+
+def test_delete_records_before(tmp_path):
+    cfg = LogConfig(segment_bytes=1024)
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    for _ in range(50):
+        log.append(batch(2, value_size=50), leader_epoch=3)
+    assert log.delete_records_before(37) == 37
+    assert log.segments[0].base_offset <= 37
+    assert offsets(log.read_bytes(37, 10**9))[0] <= 37
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(36, 10)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(101)
+    assert log.delete_records_before(10) == 37
+    del log  # crash: the start offset was checkpointed
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    assert log.log_start_offset == 37 and log.log_end_offset == 100
+
+
+def _compact_cfg(**kw):
+    base = dict(segment_bytes=600, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
+                delete_retention_ms=5_000)
+    base.update(kw)
+    return LogConfig(**base)
+
+
+def test_compaction_keeps_latest_per_key(tmp_path):
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg())
+    expected = {}
+    for i in range(200):
+        k = b"key%d" % (i % 7)
+        v = b"value-%d" % i
+        info = log.append(keyed([(k, v)], ts=1_000 + i), leader_epoch=1)
+        expected[k] = (info.first_offset, v)
+    before = log.size_bytes
+    stats = log.compact(now_ms=2_000)
+    assert stats.segments_cleaned > 0 and stats.records_removed > 0
+    assert log.size_bytes < before
+    recs = records(log.read_bytes(0, 10**9))
+    active_base = log.active_segment.base_offset
+    latest = {}
+    for r in recs:
+        latest[r.key] = (r.offset, r.value)
+        if r.offset < active_base:
+            # in cleaned segments only latest versions remain
+            assert expected[r.key][0] == r.offset or r.offset >= active_base or any(
+                o.key == r.key and o.offset > r.offset and o.offset >= active_base for o in recs)
+    assert latest == expected
+    # offsets unchanged and increasing; reads from a removed offset give the next batch
+    offs = [r.offset for r in recs]
+    assert offs == sorted(offs) and offs[-1] == 199
+    assert log.read(1, 10**6).first_offset >= 1
+    # reopen (clean and crash) keeps it
+    log.close()
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg())
+    assert records(log.read_bytes(0, 10**9)) == recs
+
+
+def test_tombstones_removed_after_delete_retention(tmp_path):
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(segment_bytes=300))
+    log.append(keyed([(b"a", b"1"), (b"b", b"1")], ts=1_000), leader_epoch=1)
+    log.append(keyed([(b"a", None)], ts=2_000), leader_epoch=1)
+    for i in range(20):
+        log.append(keyed([(b"z%d" % i, b"x" * 40)], ts=3_000), leader_epoch=1)
+    log.compact(now_ms=4_000)  # tombstone 2 s old < 5 s: kept
+    recs = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
+    assert recs[b"a"] is None and recs[b"b"] == b"1"
+    stats = log.compact(now_ms=8_000)  # tombstone now 6 s old: removed
+    assert stats.tombstones_removed == 1
+    keys = [r.key for r in records(log.read_bytes(0, 10**9))]
+    assert b"a" not in keys and b"b" in keys
+
+
+def test_compaction_respects_dirty_ratio_and_lag(tmp_path):
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(min_compaction_lag_ms=10_000))
+    for i in range(50):
+        log.append(keyed([(b"k", b"v%d" % i)], ts=1_000 + i), leader_epoch=1)
+    assert log.compact(now_ms=5_000).skipped  # everything younger than the lag
+    assert log.compact(now_ms=20_000).segments_cleaned > 0
+    log.update_config(_compact_cfg(min_cleanable_dirty_ratio=0.9))
+    assert log.compact(now_ms=20_000).skipped  # nothing dirty any more
+    assert not PartitionLog.open(tmp_path / "d-0", LogConfig()).compact(0).segments_cleaned
+
+
+def test_compaction_concurrent_with_appends_and_reads(tmp_path):
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(segment_bytes=2000))
+    for i in range(300):
+        log.append(keyed([(b"k%d" % (i % 13), b"v%d" % i)], ts=1_000), leader_epoch=1)
+    errors = []
+
+    def clean():
+        try:
+            for _ in range(3):
+                log.compact(now_ms=2_000)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=clean)
+    t.start()
+    for i in range(300, 600):
+        log.append(keyed([(b"k%d" % (i % 13), b"v%d" % i)], ts=1_000), leader_epoch=1)
+        recs = records(log.read_bytes(0, 10**9))
+        assert recs[-1].offset == i
+    t.join()
+    assert not errors
+    final = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
+    assert final == {b"k%d" % (i % 13): b"v%d" % i for i in range(600 - 13, 600)}
