@@ -399,6 +399,7 @@ class PartitionLog:
     def _roll(self, new_base: int) -> LogSegment:
         """Close the active segment for appends and start a new one at ``new_base`` (the LEO)."""
         old = self.active_segment
+        seg = LogSegment.create(self.dir, new_base, self._config)  # may raise KafkaStorageError
         old.on_become_inactive()
         if old.size == 0:
             # An empty active segment is replaced (Kafka deletes and recreates it).
@@ -406,7 +407,6 @@ class PartitionLog:
             segments = self._segments[:-1]
         else:
             segments = list(self._segments)
-        seg = LogSegment.create(self.dir, new_base, self._config)
         self._set_segments(segments + [seg])
         self._dir_dirty = True
         self.producer_state.map_end_offset = new_base
