@@ -51,3 +51,19 @@ MAX_FETCH_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_PARTITIONS_PER_TOPIC = 10_000
 MAX_TOPIC_NAME_CHARS = 249
 """Kafka's limit on topic name length."""
+
+# --- raft (litemq.raft) ---
+RAFT_MAX_VOTERS = 64
+"""Largest voter set of one Raft group (also bounds a decoded config entry)."""
+
+RAFT_MAX_APPEND_BYTES = 1024 * 1024
+"""Largest sum of entry payload bytes in one Append message (the first entry always goes whole)."""
+
+RAFT_MAX_INFLIGHT_APPENDS = 256
+"""Append messages with entries in flight to one follower before the leader pauses it."""
+
+RAFT_MAX_APPLY_BYTES = 16 * 1024 * 1024
+"""Largest sum of payload bytes of committed entries handed out in one Ready."""
+
+RAFT_MAX_ELECTION_TIMEOUT_TICKS = 10_000
+"""Upper bound on the configured election timeout, in ticks."""

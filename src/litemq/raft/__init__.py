@@ -1,0 +1,68 @@
+"""Pure Raft core (no asyncio, sockets, clocks, files or threads), in the style of etcd's raft.
+
+See :mod:`litemq.raft.node` for the Ready contract and ``docs/raft.md`` for the design.
+"""
+
+from litemq.raft.log import EntrySeq, LogView, MemoryLog
+from litemq.raft.messages import (
+    Append,
+    AppendResponse,
+    Heartbeat,
+    HeartbeatResponse,
+    InstallSnapshot,
+    Message,
+    MessageType,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
+from litemq.raft.node import (
+    ConfigChangeInProgress,
+    NotLeader,
+    ProposalDropped,
+    RaftConfig,
+    RaftError,
+    RaftNode,
+    Ready,
+)
+from litemq.raft.types import (
+    Entry,
+    EntryKind,
+    HardState,
+    Role,
+    Snapshot,
+    SoftState,
+    decode_voters,
+    encode_voters,
+)
+
+__all__ = [
+    "Append",
+    "AppendResponse",
+    "ConfigChangeInProgress",
+    "Entry",
+    "EntryKind",
+    "EntrySeq",
+    "HardState",
+    "Heartbeat",
+    "HeartbeatResponse",
+    "InstallSnapshot",
+    "LogView",
+    "MemoryLog",
+    "Message",
+    "MessageType",
+    "NotLeader",
+    "ProposalDropped",
+    "RaftConfig",
+    "RaftError",
+    "RaftNode",
+    "Ready",
+    "Role",
+    "Snapshot",
+    "SoftState",
+    "TimeoutNow",
+    "VoteRequest",
+    "VoteResponse",
+    "decode_voters",
+    "encode_voters",
+]

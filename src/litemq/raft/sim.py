@@ -1,0 +1,496 @@
+"""Deterministic simulator of one Raft group: ``python -m litemq.raft.sim --seeds 5000``.
+
+Everything is driven by one ``random.Random(seed)``: a virtual clock (a step is one time unit,
+nodes tick every ``tick_steps`` steps), a network that drops, delays, duplicates and reorders
+messages, symmetric and one-way partitions, crashes that lose whatever the caller had not
+made durable yet (a Ready may be cut short after its entries were written but before its hard
+state was, or before its messages were all sent), restarts from the durable state, client
+proposals, leadership transfers, single-voter membership changes and log compaction with
+snapshots. A failing seed is reported by number and reproduces with ``--seed N``.
+
+Invariants checked after every step (``Violation`` on failure):
+
+- Election Safety: at most one leader per term (paper §5.2).
+- State Machine Safety / Log Matching: every node's log up to its commit index equals the
+  global committed prefix; a committed entry is never truncated from any node's log; every
+  node applies exactly the committed entries, in order (state digests agree per offset).
+- Leader Completeness: a node that becomes leader holds every committed entry (paper §5.4).
+- Monotonicity: a node's commit index (= high watermark - 1) never goes backwards while it
+  runs; after a restart it starts from its persisted commit index, never lower; the persisted
+  term never decreases and the persisted vote never changes within a term.
+
+Liveness (after the faults): the network is healed and every node restarted; a leader must
+be elected and a fresh proposal must commit on every voter within a bounded number of ticks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from litemq.raft.log import MemoryLog
+from litemq.raft.node import RaftConfig, RaftError, RaftNode, Ready
+from litemq.raft.types import Entry, EntryKind, HardState, Role, Snapshot
+
+__all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "run_seed"]
+
+
+class Violation(AssertionError):
+    """An invariant broke. ``seed`` reproduces it."""
+
+    def __init__(self, seed: int, step: int, message: str, trace: list[str] | None = None) -> None:
+        super().__init__(f"seed {seed} step {step}: {message}")
+        self.seed = seed
+        self.step = step
+        self.trace = trace or []
+
+
+@dataclass
+class SimConfig:
+    voters: int = 3
+    """Initial voters (nodes 1..voters)."""
+    spares: int = 1
+    """Extra nodes that may be added as voters by membership changes."""
+    steps: int = 2000
+    tick_steps: int = 4
+    raft: RaftConfig = field(default_factory=RaftConfig)
+    p_drop: float = 0.05
+    p_dup: float = 0.03
+    max_delay_steps: int = 6
+    p_long_delay: float = 0.02
+    long_delay_steps: int = 60
+    p_pump: float = 0.85
+    p_propose: float = 0.25
+    p_crash: float = 0.004
+    p_restart: float = 0.02
+    p_partition: float = 0.004
+    p_heal: float = 0.01
+    p_transfer: float = 0.002
+    p_member: float = 0.003
+    p_compact: float = 0.004
+    liveness_commit_ticks: int = 100
+    """Bound on ticks, once healed, until a leader is elected and a new proposal commits."""
+    liveness_catch_up_ticks: int = 400
+    """Further bound until every voter has caught up to that proposal."""
+
+
+class _Node:
+    """One simulated broker: durable state (log + hard state) survives crashes, the rest not."""
+
+    __slots__ = ("id", "log", "hs", "raft", "digest", "applied", "applied_voters",
+                 "last_commit", "restarts", "leader_terms_checked")
+
+    def __init__(self, node_id: int, voters: frozenset[int]) -> None:
+        self.id = node_id
+        self.log = MemoryLog(Snapshot(-1, 0, voters, 0))
+        self.hs = HardState()
+        self.raft: RaftNode | None = None
+        self.digest = 0
+        self.applied = -1
+        self.applied_voters = voters
+        self.last_commit = -1
+        self.restarts = 0
+        self.leader_terms_checked: set[int] = set()
+
+
+class Simulation:
+    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        self.now = 0
+        self.step_no = 0
+        initial = frozenset(range(1, cfg.voters + 1))
+        self.ids = list(range(1, cfg.voters + cfg.spares + 1))
+        self.nodes = {i: _Node(i, initial if i in initial else frozenset()) for i in self.ids}
+        self.net: list = []
+        self.seq = 0
+        self.blocked: set[tuple[int, int]] = set()
+        self.committed: dict[int, Entry] = {}
+        self.digests: dict[int, int] = {-1: 0}
+        self.leaders: dict[int, int] = {}
+        self.proposals = 0
+        self.trace: deque[str] = deque(maxlen=200)
+        self.lossy = True
+        for node in self.nodes.values():
+            self._start(node)
+
+    # ------------------------------------------------------------------ faults
+    def fail(self, message: str) -> None:
+        raise Violation(self.seed, self.step_no, message, list(self.trace))
+
+    def _start(self, node: _Node) -> None:
+        snap = node.log.snapshot()
+        node.raft = RaftNode(
+            node.id, snap.voters or frozenset(), node.log, self.cfg.raft,
+            random.Random(self.seed * 7919 + node.id * 101 + node.restarts), node.hs,
+        )
+        node.digest = snap.data
+        node.applied = snap.offset
+        node.applied_voters = snap.voters or frozenset()
+        node.last_commit = node.raft.commit_index
+        if node.last_commit < node.hs.commit_index:
+            self.fail(f"node {node.id} restarted below its persisted commit index")
+        self._check_log_prefix(node)
+        self.trace.append(f"{self.now} start {node.id} term={node.hs.term} commit={node.last_commit}")
+
+    def crash(self, node: _Node) -> None:
+        node.raft = None
+        node.restarts += 1
+        node.leader_terms_checked.clear()
+        self.trace.append(f"{self.now} crash {node.id}")
+
+    def restart(self, node: _Node) -> None:
+        self._start(node)
+
+    # ------------------------------------------------------------------ network
+    def send(self, m) -> None:
+        cfg, rng = self.cfg, self.rng
+        copies = 1
+        if self.lossy:
+            if rng.random() < cfg.p_drop:
+                return
+            if rng.random() < cfg.p_dup:
+                copies = 2
+        for _ in range(copies):
+            if self.lossy and rng.random() < cfg.p_long_delay:
+                delay = rng.randint(1, cfg.long_delay_steps)
+            else:
+                delay = rng.randint(1, cfg.max_delay_steps)
+            self.seq += 1
+            heapq.heappush(self.net, (self.now + delay, self.seq, m))
+
+    def deliver_due(self) -> None:
+        net = self.net
+        while net and net[0][0] <= self.now:
+            _, _, m = heapq.heappop(net)
+            node = self.nodes[m.dst]
+            if node.raft is None or (m.src, m.dst) in self.blocked:
+                continue
+            node.raft.step(m)
+
+    # ------------------------------------------------------------------ the caller's Ready loop
+    def pump(self, node: _Node, crash_at: int | None = None) -> None:
+        """Handle Readies like the broker will. ``crash_at`` cuts one Ready short:
+        0 nothing persisted, 1 log written but not the hard state, 2 all durable but no message
+        sent, 3 half the messages sent."""
+        raft = node.raft
+        while raft is not None and raft.has_ready():
+            rd = raft.ready()
+            if crash_at == 0:
+                return self.crash(node)
+            self._persist_log(node, rd)
+            if crash_at == 1:
+                return self.crash(node)
+            self._persist_hard_state(node, rd)
+            if crash_at == 2:
+                return self.crash(node)
+            msgs = rd.messages
+            if crash_at == 3:
+                for m in msgs[: len(msgs) // 2]:
+                    self.send(m)
+                return self.crash(node)
+            for m in msgs:
+                self.send(m)
+            self._apply(node, rd)
+            raft.advance(rd)
+
+    def _persist_log(self, node: _Node, rd: Ready) -> None:
+        log = node.log
+        if rd.snapshot is not None:
+            removed = log.install_snapshot(rd.snapshot)
+            # entries the snapshot covers are subsumed by it; only a discarded suffix counts
+            self._check_removed(node, [e for e in removed if e.offset > rd.snapshot.offset])
+            self.trace.append(f"{self.now} {node.id} install snapshot @{rd.snapshot.offset}")
+        if rd.truncate_to is not None:
+            self._check_removed(node, log.truncate_to(rd.truncate_to))
+        if rd.entries:
+            log.append(rd.entries)
+
+    def _persist_hard_state(self, node: _Node, rd: Ready) -> None:
+        hs = rd.hard_state
+        if hs is None:
+            return
+        old = node.hs
+        if hs.term < old.term:
+            self.fail(f"node {node.id} persisted term went back {old.term} -> {hs.term}")
+        if hs.term == old.term and old.voted_for is not None and hs.voted_for != old.voted_for:
+            self.fail(f"node {node.id} changed its vote in term {hs.term}")
+        if hs.commit_index < old.commit_index:
+            self.fail(f"node {node.id} persisted commit index went back")
+        if hs.commit_index >= node.log.log_end_offset:
+            self.fail(f"node {node.id} persisted commit index {hs.commit_index} beyond its log")
+        node.hs = hs
+
+    def _check_removed(self, node: _Node, removed: list[Entry]) -> None:
+        committed = self.committed
+        for e in removed:
+            if committed.get(e.offset) == e:
+                self.fail(f"node {node.id} removed committed entry {e}")
+
+    def _apply(self, node: _Node, rd: Ready) -> None:
+        if rd.snapshot is not None:
+            snap = rd.snapshot
+            want = self.digests.get(snap.offset)
+            if want is not None and want != snap.data:
+                self.fail(f"node {node.id} installed a snapshot @{snap.offset} with a wrong state")
+            node.digest, node.applied, node.applied_voters = snap.data, snap.offset, snap.voters
+        for e in rd.committed_entries:
+            if e.offset != node.applied + 1:
+                self.fail(f"node {node.id} applied {e.offset} after {node.applied}")
+            self._observe_committed(node, e)
+            node.digest = zlib.crc32(b"%d:%d:%d:" % (e.offset, e.term, e.count) + bytes(e.payload), node.digest)
+            node.applied = e.last_offset
+            if e.kind == EntryKind.CONFIG:
+                from litemq.raft.types import decode_voters
+
+                node.applied_voters = decode_voters(e.payload)
+            want = self.digests.setdefault(node.applied, node.digest)
+            if want != node.digest:
+                self.fail(f"node {node.id} state after applying {node.applied} differs")
+
+    def _observe_committed(self, node: _Node, e: Entry) -> None:
+        known = self.committed.setdefault(e.offset, e)
+        if known != e:
+            self.fail(f"node {node.id} has committed {e} but {known} was committed")
+
+    # ------------------------------------------------------------------ invariants
+    def _check_log_prefix(self, node: _Node) -> None:
+        """A restarted node's durable log up to its commit index is the committed prefix."""
+        raft = node.raft
+        first = node.log.log_start_offset
+        for e in raft.entries(first, raft.commit_index + 1):
+            self._observe_committed(node, e)
+
+    def check(self) -> None:
+        for node in self.nodes.values():
+            raft = node.raft
+            if raft is None:
+                continue
+            c = raft.commit_index
+            if c < node.last_commit:
+                self.fail(f"node {node.id} commit index went back {node.last_commit} -> {c}")
+            if c > node.last_commit:
+                start = max(node.last_commit + 1, raft._log.first_offset)
+                if start <= c:
+                    for e in raft.entries(start, c + 1):
+                        self._observe_committed(node, e)
+                node.last_commit = c
+            if raft.role is Role.LEADER:
+                term = raft.term
+                other = self.leaders.setdefault(term, node.id)
+                if other != node.id:
+                    self.fail(f"two leaders in term {term}: {other} and {node.id}")
+                if term not in node.leader_terms_checked:
+                    node.leader_terms_checked.add(term)
+                    self.trace.append(f"{self.now} leader {node.id} term {term}")
+                    first = raft._log.first_offset
+                    for off, e in self.committed.items():
+                        if off >= first and raft.term_at(off) != e.term:
+                            self.fail(f"leader {node.id} of term {term} lacks committed entry {e}")
+
+    # ------------------------------------------------------------------ driver
+    def live(self) -> list[_Node]:
+        return [n for n in self.nodes.values() if n.raft is not None]
+
+    def leader(self) -> _Node | None:
+        best = None
+        for n in self.live():
+            if n.raft.role is Role.LEADER and (best is None or n.raft.term > best.raft.term):
+                best = n
+        return best
+
+    def propose(self) -> Entry | None:
+        leader = self.leader()
+        if leader is None:
+            return None
+        self.proposals += 1
+        try:
+            return leader.raft.propose(b"p%d" % self.proposals, count=self.rng.randint(1, 3))
+        except RaftError:
+            return None
+
+    def step(self, faults: bool = True) -> None:
+        cfg, rng = self.cfg, self.rng
+        self.now += 1
+        self.step_no += 1
+        if self.now % cfg.tick_steps == 0:
+            for n in self.live():
+                n.raft.tick()
+        self.deliver_due()
+        if faults and rng.random() < cfg.p_propose:
+            self.propose()
+        if faults:
+            self._faults()
+        for n in self.live():
+            if not faults or rng.random() < cfg.p_pump:
+                self.pump(n)
+        self.check()
+
+    def _faults(self) -> None:
+        cfg, rng = self.cfg, self.rng
+        r = rng.random
+        if r() < cfg.p_crash:
+            live = self.live()
+            if live:
+                node = rng.choice(live)
+                self.pump(node, crash_at=rng.randrange(4))
+                if node.raft is not None:
+                    self.crash(node)
+        for n in self.nodes.values():
+            if n.raft is None and r() < cfg.p_restart:
+                self.restart(n)
+        if r() < cfg.p_partition:
+            ids = self.ids[:]
+            rng.shuffle(ids)
+            if r() < 0.5:
+                k = rng.randint(1, len(ids) - 1)
+                a, b = ids[:k], ids[k:]
+                self.blocked = {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
+                self.trace.append(f"{self.now} partition {sorted(a)} | {sorted(b)}")
+            else:
+                x, y = ids[0], ids[1]
+                self.blocked.add((x, y))
+                self.trace.append(f"{self.now} one-way block {x}->{y}")
+        if self.blocked and r() < cfg.p_heal:
+            self.blocked = set()
+            self.trace.append(f"{self.now} heal")
+        if r() < cfg.p_transfer:
+            leader = self.leader()
+            if leader is not None:
+                others = sorted(leader.raft.voters - {leader.id})
+                if others:
+                    to = rng.choice(others)
+                    self.trace.append(f"{self.now} transfer {leader.id} -> {to}")
+                    leader.raft.transfer_leadership(to)
+        if r() < cfg.p_member:
+            self._membership()
+        if r() < cfg.p_compact:
+            live = self.live()
+            if live:
+                self._compact(rng.choice(live))
+
+    def _membership(self) -> None:
+        leader = self.leader()
+        if leader is None or not leader.raft.config_change_allowed():
+            return
+        raft, rng = leader.raft, self.rng
+        voters = raft.voters
+        lo, hi = max(2, self.cfg.voters - 1), self.cfg.voters + self.cfg.spares
+        spares = [i for i in self.ids if i not in voters]
+        if spares and (len(voters) <= lo or (len(voters) < hi and rng.random() < 0.5)):
+            v = rng.choice(spares)
+            raft.propose_add_voter(v)
+            self.trace.append(f"{self.now} {leader.id} add voter {v}")
+        elif len(voters) > lo:
+            v = rng.choice(sorted(voters))
+            raft.propose_remove_voter(v)
+            self.trace.append(f"{self.now} {leader.id} remove voter {v}")
+
+    def _compact(self, node: _Node) -> None:
+        """The caller snapshots its state machine at its applied offset and drops the prefix."""
+        if node.applied <= node.log.log_start_offset - 1 or node.applied >= node.log.log_end_offset:
+            return
+        term = node.log.term_at(node.applied)
+        node.log.compact(Snapshot(node.applied, term, node.applied_voters, node.digest))
+        self.trace.append(f"{self.now} {node.id} compact @{node.applied}")
+
+    def check_liveness(self) -> None:
+        """Heal everything and stop the faults and the load: a leader must be elected and a
+        new entry committed within ``liveness_commit_ticks``, and every voter must have it
+        within ``liveness_catch_up_ticks`` more (followers may be far behind)."""
+        self.blocked = set()
+        self.lossy = False
+        for n in self.nodes.values():
+            if n.raft is None:
+                self.restart(n)
+        self.trace.append(f"{self.now} liveness phase")
+        cfg = self.cfg
+        commit_deadline = self.now + cfg.liveness_commit_ticks * cfg.tick_steps
+        deadline = commit_deadline + cfg.liveness_catch_up_ticks * cfg.tick_steps
+        probe: Entry | None = None
+        committed = False
+        while self.now < deadline:
+            if not committed and self.now >= commit_deadline:
+                self.fail(f"liveness: nothing committed within {cfg.liveness_commit_ticks} ticks of healing")
+            self.step(faults=False)
+            leader = self.leader()
+            if leader is None:
+                continue
+            raft = leader.raft
+            if probe is None or raft.term_at(probe.offset) != probe.term:
+                probe = None
+                try:
+                    probe = raft.propose(b"liveness")
+                except RaftError:
+                    continue
+            if raft.commit_index >= probe.last_offset:
+                committed = True
+            voters = [self.nodes[v] for v in raft.voters]
+            if all(
+                v.raft is not None
+                and v.raft.commit_index >= probe.last_offset
+                and v.raft.term_at(probe.offset) == probe.term
+                for v in voters
+            ):
+                return
+        self.fail(f"liveness: voters not caught up within {cfg.liveness_catch_up_ticks} more ticks")
+
+    def run(self) -> None:
+        for _ in range(self.cfg.steps):
+            self.step()
+        self.check_liveness()
+
+
+def run_seed(seed: int, cfg: SimConfig | None = None) -> Simulation:
+    sim = Simulation(seed, cfg)
+    sim.run()
+    return sim
+
+
+def config_for(seed: int, steps: int = 2000) -> SimConfig:
+    """Seeds alternate between 3-voter and 5-voter groups; every third seed sends one entry
+    per Append with few appends in flight (old-term entries then reach a quorum alone)."""
+    raft = RaftConfig()
+    if seed % 3 == 1:
+        raft = RaftConfig(max_append_bytes=1, max_inflight_appends=16)
+    elif seed % 3 == 2:
+        raft = RaftConfig(max_append_bytes=16, max_inflight_appends=8)
+    return SimConfig(voters=5 if seed % 2 else 3, spares=1, steps=steps, raft=raft)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m litemq.raft.sim", description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=300, help="number of seeds to run (from --start)")
+    p.add_argument("--start", type=int, default=0, help="first seed")
+    p.add_argument("--seed", type=int, default=None, help="run only this seed (reproduce a failure)")
+    p.add_argument("--steps", type=int, default=2000, help="steps per seed")
+    p.add_argument("--trace", action="store_true", help="print the event trace of a failure")
+    args = p.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
+    t0 = time.perf_counter()
+    failures = 0
+    commits = 0
+    for seed in seeds:
+        try:
+            sim = run_seed(seed, config_for(seed, args.steps))
+            commits += len(sim.committed)
+        except Violation as v:
+            failures += 1
+            print(f"FAIL seed {seed}: {v}  (reproduce: python -m litemq.raft.sim --seed {seed} --trace)")
+            if args.trace:
+                print("\n".join(v.trace))
+    n = len(seeds)
+    print(f"{n} seeds, {n - failures} passed, {failures} failed, {commits} committed offsets, "
+          f"{time.perf_counter() - t0:.1f}s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
