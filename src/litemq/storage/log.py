@@ -209,6 +209,15 @@ class PartitionLog:
         if not clean:
             self._recover_from(recovery_point)
         leo = self.active_segment.read_next_offset()
+        if leo < self.log_start_offset:
+            # Unflushed data below a checkpointed log start was lost: restart empty there.
+            log.warning("%s: log end %d below log start %d after recovery: starting empty at %d",
+                        d, leo, self.log_start_offset, self.log_start_offset)
+            for s in self._segments:
+                s.delete_files()
+            self._set_segments([LogSegment.create(d, self.log_start_offset, self._config)])
+            self.leader_epoch_cache.clear()
+            leo = self.log_start_offset
         self._leo = leo
         if clean:
             recovery_point = leo
@@ -583,7 +592,11 @@ class PartitionLog:
 
     # ================================================================== truncation
     def truncate_to(self, offset: int) -> None:
-        """Remove every offset >= ``offset`` (Raft conflict / follower divergence)."""
+        """Remove every offset >= ``offset`` (Raft conflict / follower divergence).
+
+        Batches are never split: if ``offset`` falls inside a batch, that whole batch goes and
+        the log end becomes its base offset (Raft truncates at batch boundaries anyway).
+        ``offset <= log_start_offset`` empties the log (:meth:`truncate_fully_and_start_at`)."""
         with self._lock:
             self._check_open()
             if offset >= self._leo:
@@ -601,6 +614,9 @@ class PartitionLog:
             for s in doomed:
                 s.delete_files()
             active = self.active_segment
+            found = active.find(offset)
+            if found is not None and found[1].base_offset < offset:
+                offset = max(found[1].base_offset, self.log_start_offset)  # never split a batch
             active.truncate_to(offset)
             active.next_offset = offset
             self._leo = offset
