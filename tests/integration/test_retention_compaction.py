@@ -1,0 +1,136 @@
+"""Retention and compaction observed through a real client (issue 3).
+
+A broker process with a 200 ms maintenance interval; topics with tiny segments. Retention by
+time and by size deletes whole old segments and moves the earliest offset (ListOffsets); a
+compacted topic keeps the latest value of every key, with offsets unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from litemq.testing.process import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def fast_maintenance_broker(tmp_path_factory):
+    overrides = {"log.retention.check.interval.ms": "200", "log.cleaner.backoff.ms": "200"}
+    with BrokerProcess(tmp_path_factory.mktemp("ret") / "data", overrides=overrides) as proc:
+        yield proc
+
+
+def _create(bs: str, name: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(timeout=30)
+
+
+def _produce(bs: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "batch.num.messages": 10})
+    for k, v in records:
+        p.produce(topic, key=k, value=v)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def _watermarks(bs: str, topic: str) -> tuple[int, int]:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "wm", "enable.auto.commit": False})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        c.close()
+
+
+def _read_all(bs: str, topic: str, expect_at_least: int) -> list:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "rd-" + topic, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        msgs = c.consume(1000, 0.5)
+        out += [(m.offset(), m.key(), m.value()) for m in msgs if m.error() is None]
+        if not msgs and len(out) >= expect_at_least:
+            break
+    c.close()
+    return out
+
+
+def _wait_until(pred, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_retention_by_time_deletes_old_segments(fast_maintenance_broker):
+    bs = fast_maintenance_broker.bootstrap_servers
+    _create(bs, "ret-time", {"segment.bytes": "2048", "retention.ms": "1500"})
+    _produce(bs, "ret-time", [(b"k", b"x" * 100) for _ in range(200)])
+    low, high = _watermarks(bs, "ret-time")
+    assert (low, high) == (0, 200)
+    # every closed segment's newest record becomes older than retention.ms -> deleted
+    assert _wait_until(lambda: _watermarks(bs, "ret-time")[0] > 150), _watermarks(bs, "ret-time")
+    low, high = _watermarks(bs, "ret-time")
+    assert high == 200
+    seg_files = sorted((fast_maintenance_broker.data_dir / "ret-time-0").glob("*.log"))
+    assert int(seg_files[0].stem) == low, (seg_files[0].name, low)
+    # reading still works from the new log start offset
+    got = _read_all(bs, "ret-time", 200 - low)
+    assert [o for o, _, _ in got] == list(range(low, 200))
+
+
+def test_retention_by_bytes(fast_maintenance_broker):
+    bs = fast_maintenance_broker.bootstrap_servers
+    _create(bs, "ret-bytes", {"segment.bytes": "2048", "retention.bytes": "4096"})
+    _produce(bs, "ret-bytes", [(b"k", b"y" * 100) for _ in range(300)])
+    assert _wait_until(lambda: _watermarks(bs, "ret-bytes")[0] > 0)
+    size = sum(f.stat().st_size for f in (fast_maintenance_broker.data_dir / "ret-bytes-0").glob("*.log"))
+    assert size <= 4096 + 2048, size  # at most retention.bytes plus the active segment
+
+
+def test_compacted_topic_keeps_latest_value_per_key(fast_maintenance_broker):
+    bs = fast_maintenance_broker.bootstrap_servers
+    _create(bs, "compacted", {"cleanup.policy": "compact", "segment.bytes": "2048",
+                              "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+    records = [(b"key-%d" % (i % 10), b"value-%d" % i) for i in range(300)]
+    records.append((b"key-3", None))  # tombstone
+    records += [(b"tail-%d" % i, b"t") for i in range(40)]  # pushes the rest out of the active segment
+    _produce(bs, "compacted", records)
+    latest = {}
+    for off, (k, v) in enumerate(records):
+        latest[k] = (off, v)
+
+    def compacted() -> bool:
+        got = _read_all(bs, "compacted", 1)
+        return len(got) < 120
+
+    assert _wait_until(compacted, 30), "compaction did not run"
+    got = _read_all(bs, "compacted", 1)
+    by_key = {}
+    for off, k, v in got:
+        by_key[k] = (off, v)
+    for k, (off, v) in latest.items():
+        if v is None:
+            assert k not in by_key or by_key[k][1] is None
+            continue
+        assert by_key[k] == (off, v), (k, by_key.get(k), (off, v))  # latest value, original offset
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(offsets)
+    assert _watermarks(bs, "compacted")[1] == len(records)
+
+
+def test_compacted_topic_rejects_keyless_records(fast_maintenance_broker):
+    from confluent_kafka import KafkaError
+
+    bs = fast_maintenance_broker.bootstrap_servers
+    _create(bs, "compacted-nokey", {"cleanup.policy": "compact"})
+    errors = []
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "retries": 0})
+    p.produce("compacted-nokey", value=b"no key", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
