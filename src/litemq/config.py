@@ -58,6 +58,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 0
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
 
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     request_timeout_ms: int = 30_000

@@ -67,3 +67,11 @@ RAFT_MAX_APPLY_BYTES = 16 * 1024 * 1024
 
 RAFT_MAX_ELECTION_TIMEOUT_TICKS = 10_000
 """Upper bound on the configured election timeout, in ticks."""
+
+# --- consumer groups (litemq.coordinator) ---
+MAX_GROUPS = 100_000
+"""Groups one coordinator keeps in memory; JoinGroup/OffsetCommit of a new group beyond it get
+COORDINATOR_NOT_AVAILABLE."""
+
+MAX_GROUP_MEMBERS = 10_000
+"""Members (and, separately, KIP-394 pending member ids) of one group: GROUP_MAX_SIZE_REACHED."""

@@ -1,0 +1,246 @@
+"""Consumer group APIs, answered by the :class:`~litemq.coordinator.coordinator.GroupCoordinator`.
+
+FindCoordinator (10) v0-4, JoinGroup (11) v0-9, Heartbeat (12) v0-4, LeaveGroup (13) v0-5,
+SyncGroup (14) v0-5, DescribeGroups (15) v0-5, ListGroups (16) v0-5, OffsetCommit (8) v0-9,
+OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0.
+
+Sources: the Kafka message schemas of those APIs; KIP-394 (MEMBER_ID_REQUIRED, JoinGroup v4+),
+KIP-345 (static membership, batched LeaveGroup v3+), KIP-559 (protocol type/name in JoinGroup
+v7+/SyncGroup v5+), KIP-814 (skip_assignment, JoinGroup v9), KIP-447 (require_stable,
+OffsetFetch v7+), KIP-709 (multi-group OffsetFetch v8+), KIP-699 (batched FindCoordinator v4+),
+KIP-518 (ListGroups states filter v4+), KIP-848 (ListGroups types filter v5: every LiteMQ group
+is ``classic``), KIP-229 (DeleteGroups), KIP-496 (OffsetDelete).
+
+This module only translates versions; all group semantics live in :mod:`litemq.coordinator`.
+"""
+
+from __future__ import annotations
+
+from litemq.coordinator.coordinator import GroupCoordinator
+from litemq.coordinator.group import GroupState
+from litemq.coordinator.records import OffsetAndMetadata
+from litemq.protocol.errors import ErrorCode as E
+
+INT32_MIN = -(2**31)
+GROUP_TYPE = "classic"
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+"""Kafka AclOperation bits a group supports: READ (3), DELETE (6), DESCRIBE (8)."""
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+
+
+def _coord(ctx) -> GroupCoordinator:
+    return ctx.runtime.coordinator
+
+
+def _client_host(ctx) -> str:
+    peer = getattr(ctx.connection, "peer", "?")
+    return "/" + peer.rsplit(":", 1)[0]
+
+
+# ---------------------------------------------------------------------- FindCoordinator
+def _find_one(ctx, key: str, key_type: int) -> dict:
+    runtime = ctx.runtime
+    out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.NONE, "error_message": None}
+    if key_type == KEY_TYPE_TRANSACTION:
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="transactions not supported yet")
+        return out
+    if key_type != KEY_TYPE_GROUP:
+        out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
+        return out
+    err = _coord(ctx).coordinator_error(key, require_id=False)
+    if err:
+        out.update(error_code=err, error_message=E(err).name)
+        return out
+    node, host, port = next(b for b in runtime.brokers() if b[0] == runtime.config.node_id)
+    out.update(node_id=node, host=host, port=port)
+    return out
+
+
+def handle_find_coordinator(ctx, req) -> dict:
+    v = ctx.version
+    key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
+    if v >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [_find_one(ctx, k, key_type) for k in req.coordinator_keys]}
+    one = _find_one(ctx, req.key, key_type)
+    del one["key"]
+    return {"throttle_time_ms": 0, **one}
+
+
+# ---------------------------------------------------------------------- JoinGroup / SyncGroup
+async def handle_join_group(ctx, req) -> dict:
+    v = ctx.version
+    res = await _coord(ctx).join_group(
+        req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, ctx.header.client_id or "",
+        _client_host(ctx), req.session_timeout_ms, req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        req.protocol_type, [(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=v >= 4, supports_skip_assignment=v >= 9)
+    protocol_name = res.protocol_name if (v >= 7 or res.protocol_name is not None) else ""
+    return {"throttle_time_ms": 0, "error_code": res.error, "generation_id": res.generation,
+            "protocol_type": res.protocol_type, "protocol_name": protocol_name, "leader": res.leader,
+            "skip_assignment": res.skip_assignment, "member_id": res.member_id,
+            "members": res.members if not res.error else []}
+
+
+async def handle_sync_group(ctx, req) -> dict:
+    v = ctx.version
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    res = await _coord(ctx).sync_group(
+        req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
+        req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None, assignments)
+    return {"throttle_time_ms": 0, "error_code": res.error, "protocol_type": res.protocol_type,
+            "protocol_name": res.protocol_name, "assignment": res.assignment}
+
+
+def handle_heartbeat(ctx, req) -> dict:
+    err = _coord(ctx).heartbeat(req.group_id, req.generation_id, req.member_id,
+                                req.group_instance_id if ctx.version >= 3 else None)
+    return {"throttle_time_ms": 0, "error_code": err}
+
+
+def handle_leave_group(ctx, req) -> dict:
+    v = ctx.version
+    if v >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        leaving = [(req.member_id, None)]
+    top, errors = _coord(ctx).leave_group(req.group_id, leaving)
+    if v < 3:
+        return {"throttle_time_ms": 0, "error_code": top or errors[0]}
+    return {"throttle_time_ms": 0, "error_code": top,
+            "members": [{"member_id": mid, "group_instance_id": iid, "error_code": err}
+                        for (mid, iid), err in zip(leaving, errors)] if not top else []}
+
+
+# ---------------------------------------------------------------------- offsets
+async def handle_offset_commit(ctx, req) -> dict:
+    v = ctx.version
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1)
+    results = await _coord(ctx).commit_offsets(
+        req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1, req.member_id if v >= 1 else "",
+        req.group_instance_id if v >= 7 else None, req.retention_time_ms if 2 <= v <= 4 else -1, offsets)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": results.get((t.name, p.partition_index), E.NONE)}
+                                        for p in t.partitions]}
+        for t in req.topics]}
+
+
+def _offset_topics(entries, v: int) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for (topic, partition), om, err in entries:
+        topics.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": om.offset if om is not None else -1,
+            "committed_leader_epoch": om.leader_epoch if om is not None else -1,
+            "metadata": om.metadata if om is not None else "",
+            "error_code": err})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int) -> tuple[int, list[dict]]:
+    wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
+    err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable)
+    if err:
+        if v < 2 and wanted:  # v0-1 have no group-level error: put it on every partition
+            return err, _offset_topics([(tp, None, err) for tp in wanted], v)
+        return err, []
+    return E.NONE, _offset_topics(entries, v)
+
+
+def handle_offset_fetch(ctx, req) -> dict:
+    v = ctx.version
+    require_stable = req.require_stable if v >= 7 else False
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            err, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable, v)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics = req.topics if v >= 2 else (req.topics or [])
+    err, out = _fetch_group(ctx, req.group_id, topics, require_stable, v)
+    return {"throttle_time_ms": 0, "topics": out, "error_code": err}
+
+
+# ---------------------------------------------------------------------- admin
+def handle_list_groups(ctx, req) -> dict:
+    v = ctx.version
+    states = {s.lower() for s in req.states_filter} if v >= 4 else set()
+    types = {t.lower() for t in req.types_filter} if v >= 5 else set()
+    groups = [] if types and GROUP_TYPE not in types else _coord(ctx).list_groups(states)
+    return {"throttle_time_ms": 0, "error_code": E.NONE,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                        "group_state": g.state.value, "group_type": GROUP_TYPE} for g in groups]}
+
+
+def _describe(ctx, group_id: str, include_ops: bool) -> dict:
+    ops = _GROUP_OPERATIONS if include_ops else INT32_MIN
+    out = {"error_code": E.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
+           "protocol_data": "", "members": [], "authorized_operations": ops}
+    err, g = _coord(ctx).describe_group(group_id)
+    if err:
+        out.update(error_code=err, group_state="")
+        return out
+    if g is None:
+        return out
+    stable = g.is_(GroupState.STABLE)
+    out.update(group_state=g.state.value, protocol_type=g.protocol_type or "",
+               protocol_data=(g.protocol_name or "") if stable else "",
+               members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata_for(g.protocol_name) if stable else b"",
+                         "member_assignment": m.assignment if stable else b""}
+                        for m in g.members.values()])
+    return out
+
+
+def handle_describe_groups(ctx, req) -> dict:
+    include_ops = req.include_authorized_operations if ctx.version >= 3 else False
+    return {"throttle_time_ms": 0, "groups": [_describe(ctx, gid, include_ops) for gid in req.groups]}
+
+
+async def handle_delete_groups(ctx, req) -> dict:
+    results = await _coord(ctx).delete_groups(list(req.groups_names))
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": gid, "error_code": results.get(gid, E.NONE)} for gid in req.groups_names]}
+
+
+async def handle_offset_delete(ctx, req) -> dict:
+    topics_meta = ctx.runtime.metadata.topics
+    wanted, unknown = [], []
+    for t in req.topics:
+        info = topics_meta.get(t.name)
+        for p in t.partitions:
+            ok = info is not None and 0 <= p.partition_index < info.num_partitions
+            (wanted if ok else unknown).append((t.name, p.partition_index))
+    err, results = await _coord(ctx).delete_offsets(req.group_id, wanted)
+    if err:
+        return {"error_code": err, "throttle_time_ms": 0, "topics": []}
+    for tp in unknown:
+        results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+    return {"error_code": E.NONE, "throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": results.get((t.name, p.partition_index), E.NONE)}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
+def register(runtime) -> None:
+    """Create the coordinator (loading ``__consumer_offsets``) and register the group APIs."""
+    coordinator = GroupCoordinator(runtime)
+    runtime.coordinator = coordinator
+    coordinator.start()
+    runtime.register(10, handle_find_coordinator, 0, 4)
+    runtime.register(11, handle_join_group, 0, 9)
+    runtime.register(12, handle_heartbeat, 0, 4)
+    runtime.register(13, handle_leave_group, 0, 5)
+    runtime.register(14, handle_sync_group, 0, 5)
+    runtime.register(15, handle_describe_groups, 0, 5)
+    runtime.register(16, handle_list_groups, 0, 5)
+    runtime.register(8, handle_offset_commit, 0, 9)
+    runtime.register(9, handle_offset_fetch, 0, 9)
+    runtime.register(42, handle_delete_groups, 0, 2)
+    runtime.register(47, handle_offset_delete, 0, 0)
