@@ -4,5 +4,6 @@ from litemq.cli import client_commands
 from litemq.cli.main import main
 
 client_commands.register(main)
+from litemq.cli import group_commands; group_commands.register(main)  # noqa: E702
 
 __all__ = ["main"]

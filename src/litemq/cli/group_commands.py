@@ -1,0 +1,184 @@
+"""``litemq group ...``: consumer group tooling, like Kafka's ``kafka-consumer-groups.sh``.
+
+``list``, ``describe GROUP`` (members, their partitions, committed offset, log end offset and
+lag per partition), ``delete GROUP`` and ``reset-offsets GROUP --topic T --to-...``. They use
+confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit,
+DeleteGroups, ListOffsets), so they work against LiteMQ and against any Kafka cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+from rich.table import Table
+
+from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin, _reason, bootstrap_option, console
+from litemq.cli.main import CliError
+
+
+def _result(fut, what: str):
+    try:
+        return fut.result(timeout=CLIENT_TIMEOUT_S * 3)
+    except Exception as exc:
+        raise CliError(f"{what}: {_reason(exc)}") from None
+
+
+def _state_name(state) -> str:
+    name = getattr(state, "name", str(state))
+    return {"PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance"}.get(
+        name, name.capitalize())
+
+
+def _committed(admin, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    res = _result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group],
+                  f"cannot fetch offsets of group {group}")
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
+
+
+def _list_offsets(admin, partitions: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
+    if not partitions:
+        return {}
+    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions})
+    return {(tp.topic, tp.partition): _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+            for tp, f in futs.items()}
+
+
+def _describe(admin, group: str):
+    return _result(admin.describe_consumer_groups([group])[group], f"cannot describe group {group}")
+
+
+@click.group()
+def group() -> None:
+    """List, describe and delete consumer groups; reset their committed offsets."""
+
+
+@group.command("list")
+@bootstrap_option
+def group_list(bootstrap) -> None:
+    """List consumer groups with their state."""
+    admin = _admin(bootstrap)
+    res = _result(admin.list_consumer_groups(request_timeout=CLIENT_TIMEOUT_S), "cannot list groups")
+    table = Table("GROUP", "STATE", "SIMPLE")
+    for g in sorted(res.valid, key=lambda g: g.group_id):
+        table.add_row(g.group_id, _state_name(g.state), "yes" if g.is_simple_consumer_group else "no")
+    console.print(table)
+
+
+@group.command("describe")
+@click.argument("group_id", metavar="GROUP")
+@bootstrap_option
+def group_describe(group_id, bootstrap) -> None:
+    """Members of GROUP, their partitions, committed offset, log end offset and lag."""
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(bootstrap)
+    desc = _describe(admin, group_id)
+    committed = _committed(admin, group_id)
+    owner: dict[tuple[str, int], object] = {}
+    for m in desc.members:
+        for tp in (m.assignment.topic_partitions if m.assignment else []):
+            owner[(tp.topic, tp.partition)] = m
+    partitions = sorted(set(committed) | set(owner))
+    if not desc.members and not committed and _state_name(desc.state) == "Dead":
+        raise CliError(f"group {group_id!r} does not exist")
+    ends = _list_offsets(admin, partitions, OffsetSpec.latest())
+    console.print(f"group [bold]{group_id}[/]  state {_state_name(desc.state)}  assignor "
+                  f"{desc.partition_assignor or '-'}  members {len(desc.members)}")
+    table = Table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    for tp in partitions:
+        cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
+        lag = "-" if cur is None or end is None else str(max(end - cur, 0))
+        table.add_row(tp[0], str(tp[1]), "-" if cur is None else str(cur), "-" if end is None else str(end), lag,
+                      m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-")
+    console.print(table)
+    idle = [m for m in desc.members if not m.assignment or not m.assignment.topic_partitions]
+    for m in idle:
+        console.print(f"member {m.member_id} ({m.client_id}, {m.host}) has no partitions")
+
+
+@group.command("delete")
+@click.argument("group_id", metavar="GROUP")
+@bootstrap_option
+def group_delete(group_id, bootstrap) -> None:
+    """Delete GROUP and its committed offsets (it must have no members)."""
+    admin = _admin(bootstrap)
+    _result(admin.delete_consumer_groups([group_id], request_timeout=CLIENT_TIMEOUT_S)[group_id],
+            f"cannot delete group {group_id}")
+    console.print(f"deleted group [bold]{group_id}[/]")
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"not an ISO-8601 date/time: {text!r}", param_hint="--to-datetime") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+@group.command("reset-offsets")
+@click.argument("group_id", metavar="GROUP")
+@click.option("--topic", "topics", multiple=True, required=True, help="Topic whose offsets to reset (repeatable).")
+@click.option("--to-earliest", is_flag=True, help="Reset to the log start offset.")
+@click.option("--to-latest", is_flag=True, help="Reset to the log end offset.")
+@click.option("--to-offset", type=int, default=None, help="Reset to this offset (clamped to the log's range).")
+@click.option("--to-datetime", default=None, metavar="ISO",
+              help="Reset to the first offset at or after this time (ISO 8601; UTC if no zone).")
+@click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
+@bootstrap_option
+def group_reset_offsets(group_id, topics, to_earliest, to_latest, to_offset, to_datetime, dry_run, bootstrap) -> None:
+    """Reset GROUP's committed offsets of --topic (the group must have no active members)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    if sum(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+    admin = _admin(bootstrap)
+    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)
+    partitions = []
+    for t in topics:
+        info = md.topics.get(t)
+        if info is None or info.error is not None:
+            raise CliError(f"unknown topic {t!r}")
+        partitions += [(t, p) for p in sorted(info.partitions)]
+    desc = _describe(admin, group_id)
+    if desc.members and not dry_run:
+        raise CliError(f"group {group_id!r} has {len(desc.members)} active member(s); offsets can only be "
+                       "reset while the group is inactive (stop its consumers first)")
+    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
+    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
+    if to_earliest:
+        target = earliest
+    elif to_latest:
+        target = latest
+    elif to_offset is not None:
+        target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+    else:
+        by_time = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
+        target = {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in partitions}
+    committed = _committed(admin, group_id)
+    table = Table("TOPIC", "PARTITION", "OLD-OFFSET", "NEW-OFFSET")
+    for tp in partitions:
+        old = committed.get(tp)
+        table.add_row(tp[0], str(tp[1]), "-" if old is None else str(old), str(target[tp]))
+    console.print(table)
+    if dry_run:
+        console.print("dry run: nothing committed")
+        return
+    req = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, target[(t, p)]) for t, p in partitions])
+    res = _result(admin.alter_consumer_group_offsets([req])[group_id], f"cannot reset offsets of group {group_id}")
+    failed = [tp for tp in res.topic_partitions if tp.error is not None]
+    if failed:
+        raise CliError(f"cannot reset {failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
+    console.print(f"reset {len(partitions)} partition(s) of group [bold]{group_id}[/]")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(group)
