@@ -43,11 +43,11 @@ class _Index:
 
     # subclasses: _columns() -> tuple of arrays, _entry_values(i)
     def __len__(self) -> int:
-        return len(self._columns()[0])
+        return len(self.rel_offsets)
 
     @property
     def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+        return len(self.rel_offsets) >= self.max_entries
 
     @property
     def size_bytes(self) -> int:

@@ -230,7 +230,10 @@ class LogSegment:
             waited = now_ms - self.created_ms
         if waited > self.config.segment_ms:
             return True
-        return self.index_full or last_offset - self.base_offset > INT32_MAX
+        if last_offset - self.base_offset > INT32_MAX:
+            return True
+        # Index capacity: only the append that adds an entry can fill it.
+        return self.bytes_since_last_index_entry > self.config.index_interval_bytes and self.index_full
 
     # ------------------------------------------------------------------ reading
     def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
