@@ -55,10 +55,12 @@ class LogView(Protocol):
 class EntrySeq:
     """Contiguous run of entries starting at ``start`` with O(log n) lookup by offset."""
 
-    __slots__ = ("start", "_entries", "_offsets")
+    __slots__ = ("start", "end", "_entries", "_offsets")
 
     def __init__(self, start: int = 0) -> None:
         self.start = start
+        self.end = start
+        """Offset after the last entry (``start`` when empty)."""
         self._entries: list[Entry] = []
         self._offsets: list[int] = []
 
@@ -73,10 +75,6 @@ class EntrySeq:
 
     def __getitem__(self, i: int) -> Entry:
         return self._entries[i]
-
-    @property
-    def end(self) -> int:
-        return self._entries[-1].end_offset if self._entries else self.start
 
     def index_of(self, offset: int) -> int:
         """Index of the entry containing ``offset`` (which must be in ``[start, end)``)."""
@@ -99,6 +97,7 @@ class EntrySeq:
             end = e.end_offset
         self._entries.extend(entries)
         self._offsets.extend(e.offset for e in entries)
+        self.end = end
 
     def truncate_from(self, offset: int) -> None:
         """Drop every entry starting at or after ``offset`` (an entry boundary)."""
@@ -109,6 +108,7 @@ class EntrySeq:
             raise ValueError(f"offset {offset} is inside an entry")
         del self._entries[i:]
         del self._offsets[i:]
+        self.end = self._entries[-1].end_offset if self._entries else self.start
 
     def drop_before(self, offset: int) -> None:
         """Drop every entry ending at or before ``offset``; ``start`` becomes ``offset``."""
@@ -118,6 +118,7 @@ class EntrySeq:
         del self._entries[:i]
         del self._offsets[:i]
         self.start = offset
+        self.end = max(self.end, offset)
 
     def pop_front(self, n: int) -> None:
         if n:

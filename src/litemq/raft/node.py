@@ -569,16 +569,20 @@ class RaftNode:
 
     # ------------------------------------------------------------------ Ready
     def has_ready(self) -> bool:
-        self._flush_broadcast()
-        return bool(
-            self._msgs
-            or self._log.unstable
-            or self._log.pending_snapshot is not None
-            or self._log.truncate_needed() is not None
-            or self.hard_state != self._persisted_hs
-            or self.soft_state != self._prev_soft
-            or (self.applied < self.commit_index and self._log.pending_snapshot is None)
-        )
+        if self._bcast_entries or self._bcast_commit:
+            self._flush_broadcast()
+        if self._msgs or self._log.unstable:
+            return True
+        log = self._log
+        if log.pending_snapshot is not None or log.truncate_needed() is not None:
+            return True
+        hs = self._persisted_hs
+        if hs.term != self.term or hs.voted_for != self.voted_for or hs.commit_index != self.commit_index:
+            return True
+        soft = self._prev_soft
+        if soft is None or soft.role is not self.role or soft.leader_id != self.leader_id or soft.voters != self.voters:
+            return True
+        return self.applied < self.commit_index
 
     def ready(self) -> Ready:
         """Collect what the caller must persist, send and apply. Call :meth:`advance` with it

@@ -19,8 +19,10 @@ Invariants checked after every step (``Violation`` on failure):
   runs; after a restart it starts from its persisted commit index, never lower; the persisted
   term never decreases and the persisted vote never changes within a term.
 
-Liveness (after the faults): the network is healed and every node restarted; a leader must
-be elected and a fresh proposal must commit on every voter within a bounded number of ticks.
+Liveness (after the faults): the network is healed (no loss, per-pair FIFO delivery like the
+broker's one TCP connection per broker pair) and every node restarted; a leader must be
+elected and a fresh proposal committed within ``liveness_commit_ticks``, and every voter
+must hold it within ``liveness_catch_up_ticks`` more.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class Simulation:
         self.proposals = 0
         self.trace: deque[str] = deque(maxlen=200)
         self.lossy = True
+        self.fifo: dict[tuple[int, int], int] = {}
         for node in self.nodes.values():
             self._start(node)
 
@@ -163,8 +166,13 @@ class Simulation:
                 delay = rng.randint(1, cfg.long_delay_steps)
             else:
                 delay = rng.randint(1, cfg.max_delay_steps)
+            at = self.now + delay
+            if not self.lossy:  # healed: one TCP connection per pair, in order
+                pair = (m.src, m.dst)
+                at = max(at, self.fifo.get(pair, 0))
+                self.fifo[pair] = at
             self.seq += 1
-            heapq.heappush(self.net, (self.now + delay, self.seq, m))
+            heapq.heappush(self.net, (at, self.seq, m))
 
     def deliver_due(self) -> None:
         net = self.net
