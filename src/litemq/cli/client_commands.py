@@ -94,7 +94,7 @@ def topic_describe(name, bootstrap) -> None:
     from confluent_kafka.admin import ConfigResource
 
     admin = _admin(bootstrap)
-    md = admin.list_topics(topic=name, timeout=CLIENT_TIMEOUT_S)
+    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)  # all topics: never auto-creates
     t = md.topics.get(name)
     if t is None or t.error is not None:
         raise CliError(f"unknown topic {name!r}")
@@ -263,7 +263,7 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
     admin = _admin(bootstrap)
-    md = admin.list_topics(topic=topic_name, timeout=CLIENT_TIMEOUT_S)
+    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)  # all topics: never auto-creates
     t = md.topics.get(topic_name)
     if t is None or t.error is not None or not t.partitions:
         raise CliError(f"unknown topic {topic_name!r}")
