@@ -1,0 +1,75 @@
+"""Issue 4 "must show": group consumers in separate processes against a ``litemq serve`` process.
+
+3 consumers on a 6-partition topic own 2 partitions each; a 4th joins (6 over 4); one is
+SIGKILLed and its partitions move to the others within the session timeout; a producer runs
+throughout. Checked from the processes' own event logs: no partition owned by two processes at
+any moment, every acknowledged record consumed at least once, nothing committed consumed again,
+and the group's committed offsets end at the log end offsets.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from groups_helpers import (SESSION_MS, BackgroundProducer, Worker, assert_delivery, assert_no_double_ownership,
+                            committed_offsets, create_topic, end_offsets, owned_counts, stop_all, wait_until)
+
+PARTITIONS = 6
+SCENARIOS = [
+    ("confluent", "range"),
+    ("confluent", "cooperative-sticky"),
+    ("kafka-python", "range"),
+    ("aiokafka", "range"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client,assignor", SCENARIOS, ids=[f"{c}-{a}" for c, a in SCENARIOS])
+def test_join_spread_kill_move(shared_broker, tmp_path, client, assignor):
+    bs = shared_broker.bootstrap_servers
+    topic = group = f"scn-{client}-{assignor}"
+    create_topic(bs, topic, PARTITIONS)
+    producer = BackgroundProducer(bs, topic, PARTITIONS)
+    workers: list[Worker] = []
+    try:
+        workers = [Worker(tmp_path, f"w{i}", client, bs, topic, group, assignor) for i in range(3)]
+
+        def balanced(expected):
+            counts, union, twice = owned_counts(workers)
+            assert not twice, f"a partition is owned twice: {[sorted(w.owned()) for w in workers]}"
+            return counts == expected and union == set(range(PARTITIONS))
+
+        wait_until(lambda: balanced([2, 2, 2]), 45, "3 members owning 2 partitions each")
+        before = {w.name: w.owned() for w in workers}
+        revoked_before = sum(len(e["parts"]) for w in workers for e in w.events() if e["ev"] == "revoke")
+
+        workers.append(Worker(tmp_path, "w3", client, bs, topic, group, assignor))
+        wait_until(lambda: balanced([1, 1, 2, 2]), 45, "6 partitions spread over 4 members")
+        if assignor == "cooperative-sticky":
+            # Incremental rebalancing: only the partitions that moved were revoked, and every
+            # original member kept the partitions it still owns without losing them in between.
+            revoked = sum(len(e["parts"]) for w in workers for e in w.events() if e["ev"] == "revoke")
+            moved = len(workers[3].owned())
+            assert revoked - revoked_before == moved, f"{revoked - revoked_before} partitions revoked for {moved} moves"
+            for w in workers[:3]:
+                assert w.owned() <= before[w.name]
+
+        victim = workers[0]
+        victim.kill()
+        t_move = wait_until(lambda: balanced([2, 2, 2]) and time.time(), SESSION_MS / 1000 + 15,
+                            "the killed member's partitions to move")
+        moved_after_s = t_move - victim.killed_at
+        assert moved_after_s < SESSION_MS / 1000 + 6, f"partitions moved {moved_after_s:.1f}s after the kill"
+        print(f"{client}/{assignor}: partitions moved {moved_after_s:.2f}s after SIGKILL (session {SESSION_MS} ms)")
+    finally:
+        produced = producer.stop()
+    assert not producer.errors, producer.errors[:3]
+    ends = end_offsets(bs, topic, PARTITIONS)
+    wait_until(lambda: committed_offsets(bs, group) == ends, 30, "all records committed")
+    stop_all(workers)
+    assert len(produced) > 500
+    assert_no_double_ownership(workers)
+    assert_delivery(workers, produced)
+    assert committed_offsets(bs, group) == ends
