@@ -83,6 +83,7 @@ class ClusterMetadata:
         self._path = self._dir / "metadata.json"
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._next_producer_id = 0
         self._producer_id_limit = 0  # exclusive end of the reserved block
         self._load()
@@ -93,6 +94,7 @@ class ClusterMetadata:
             d = json.loads(self._path.read_text())
             self.cluster_id = d["cluster_id"]
             self.topics = {t["name"]: TopicInfo.from_json(t) for t in d.get("topics", [])}
+            self._by_id = {t.topic_id: t for t in self.topics.values()}
             # Reserved blocks are not handed out again after a restart (as Kafka's
             # ProducerIdManager): start at the persisted limit.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
@@ -115,10 +117,8 @@ class ClusterMetadata:
 
     # ------------------------------------------------------------ topics
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        """The topic with this id (Fetch v13+, Metadata v10+, DeleteTopics v6), or None."""
+        return self._by_id.get(topic_id)
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                      internal: bool = False) -> TopicInfo:
@@ -135,6 +135,7 @@ class ClusterMetadata:
                              ErrorCode.INVALID_PARTITIONS)
         info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs), internal)
         self.topics[name] = info
+        self._by_id[info.topic_id] = info
         self._save()
         return info
 
@@ -142,6 +143,7 @@ class ClusterMetadata:
         info = self.topics.pop(name, None)
         if info is None:
             raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self._by_id.pop(info.topic_id, None)
         self._save()
         return info
 
