@@ -195,6 +195,19 @@ def test_admin_describe_alter_delete(shared_broker):
     cluster = admin.describe_cluster().result(timeout=10) if hasattr(admin, "describe_cluster") else None
     if cluster is not None:
         assert len(cluster.nodes) == 1
+    # DeleteRecords moves the log start offset; reads below it are out of range
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce(topic, b"r%d" % i, partition=0)
+    assert p.flush(10) == 0
+    fut = admin.delete_records([TopicPartition(topic, 0, 4)])
+    deleted = list(fut.values())[0].result(timeout=10)
+    assert deleted.low_watermark == 4
+    c = Consumer({"bootstrap.servers": bs, "group.id": "dr", "enable.auto.commit": False})
+    assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (4, 10)
+    c.close()
     admin.delete_topics([topic])[topic].result(timeout=10)
     assert topic not in admin.list_topics(timeout=10).topics
 
