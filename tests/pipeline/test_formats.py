@@ -280,3 +280,29 @@ def test_access_log_variants():
     odd = '1.2.3.4 - - [17/May/2015:10:05:03 +0000] "\\x16\\x03\\x01" 400 0 "-" "-"'
     q = parse_line(odd, "apache_access")
     assert q.matched and q.method is None and q.status == 400 and q.level == "WARN"
+
+
+# Lines built to trigger regex backtracking (repeated brackets, separators without the expected
+# follow-up, long whitespace runs). With linear regexes each takes milliseconds; the quadratic
+# versions these guard against took seconds at 40k characters and minutes at 100k, which the
+# generous timeout catches. It is a hang guard, not a speed benchmark.
+_N = 100_000
+_ADVERSARIAL = [
+    "Jun 14 15:16:01 combo " + "[a" * (_N // 2),
+    "Jun 14 15:16:01 combo " + "[a] (" * (_N // 5),
+    "2015-07-29 17:41:44,747 - INFO  [" + ":a@" * (_N // 3),
+    "081109 203615 148 INFO" + " " * _N + "x",
+    "2015-10-18 18:01:47,978 INFO [" + "] " * (_N // 2),
+    '1.2.3.4 - - [17/May/2015:10:05:03 +0000] "' + '\\"' * (_N // 2),
+    "- 1131566461 2005.11.09 dn228 Nov 9 12:01:01 dn228/dn228 " + "[x]" * (_N // 3),
+    "[10.30 16:49:06] a" + " " * _N + "b",
+]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("idx", range(len(_ADVERSARIAL)))
+def test_no_catastrophic_backtracking(idx):
+    line = _ADVERSARIAL[idx]
+    for name in FORMATS:
+        parse_line(line, name)
+    detect_format([line] * 3)

@@ -397,8 +397,8 @@ def _b_apache_access(m: re.Match, year: int | None) -> ParsedLine:
                       if m["user"] != "-" or m["ident"] != "-" else None)
 
 
-_MON = r"(?P<month>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})"
-_QS = r'(?:[^"\\]|\\.)*'  # body of a double-quoted string with backslash escapes
+_MON = r"(?P<month>[A-Z][a-z]{2})\s++(?P<day>\d{1,2})\s++(?P<time>\d{2}:\d{2}:\d{2})"
+_QS = r'[^"\\]*+(?:\\.[^"\\]*+)*+'  # quoted-string body with backslash escapes (unrolled)
 
 # name -> (description, regex, builder, example line)
 _DEFS: dict[str, tuple[str, str, Callable[[re.Match, int | None], ParsedLine], str]] = {
@@ -412,105 +412,105 @@ _DEFS: dict[str, tuple[str, str, Callable[[re.Match, int | None], ParsedLine], s
         '"http://semicomplete.com/" "Mozilla/5.0"'),
     "openstack": (
         "OpenStack oslo.log line prefixed by its log file name",
-        r"^(?P<logrecord>\S+)\s+(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2}\.\d+)"
-        r"\s+(?P<pid>\d+)\s+(?P<level>[A-Z]+)\s+(?P<component>\S+)\s+\[(?P<request>.*?)\]"
-        r"\s+(?P<message>.*)$",
+        r"^(?P<logrecord>\S+)\s++(?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2}\.\d+)"
+        r"\s++(?P<pid>\d+)\s++(?P<level>[A-Z]+)\s++(?P<component>\S+)\s++\[(?P<request>[^\]]*)\]"
+        r"\s++(?P<message>.*)$",
         _b_openstack,
         "nova-api.log.1.2017-05-16_13:53:08 2017-05-16 00:00:00.008 25746 INFO "
         "nova.osapi_compute.wsgi.server [req-1 - - - - -] 10.11.10.1 \"GET /v2 HTTP/1.1\""),
     "bgl": (
         "Blue Gene/L RAS log: label epoch date node time node type component level content",
-        r"^(?P<label>\S+)\s+(?P<epoch>\d+)\s+(?P<date>\d{4}\.\d{2}\.\d{2})\s+(?P<node>\S+)\s+"
-        r"(?P<time>\d{4}-\d{2}-\d{2}-\d{2}\.\d{2}\.\d{2}\.\d+)\s+(?P<node2>\S+)\s+(?P<type>\S+)"
-        r"\s+(?P<component>\S+)\s+(?P<level>\S+)\s+(?P<message>.*)$",
+        r"^(?P<label>\S+)\s++(?P<epoch>\d+)\s++(?P<date>\d{4}\.\d{2}\.\d{2})\s++(?P<node>\S+)\s++"
+        r"(?P<time>\d{4}-\d{2}-\d{2}-\d{2}\.\d{2}\.\d{2}\.\d+)\s++(?P<node2>\S+)\s++(?P<type>\S+)"
+        r"\s++(?P<component>\S+)\s++(?P<level>\S+)\s++(?P<message>.*)$",
         _b_bgl,
         "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.50.675872 "
         "R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected"),
     "thunderbird": (
         "Thunderbird syslog with label/epoch/date/host prefix",
-        r"^(?P<label>\S+)\s+(?P<epoch>\d+)\s+(?P<date>\d{4}\.\d{2}\.\d{2})\s+(?P<host>\S+)\s+"
-        + _MON + r"\s+(?P<location>\S+)\s+(?P<component>.*?)(?:\[(?P<pid>.*?)\])?:\s+"
+        r"^(?P<label>\S+)\s++(?P<epoch>\d+)\s++(?P<date>\d{4}\.\d{2}\.\d{2})\s++(?P<host>\S+)\s++"
+        + _MON + r"\s++(?P<location>\S+)\s++(?P<component>.*?)(?:\[(?P<pid>[^\[\]]*)\])?:\s++"
         r"(?P<message>.*)$",
         _b_thunderbird,
         "- 1131566461 2005.11.09 dn228 Nov 9 12:01:01 dn228/dn228 crond[2916]: (root) CMD"),
     "hpc": (
         "LANL HPC log: logid node component state epoch flag content",
-        r"^(?P<logid>\d+)\s+(?P<node>\S+)\s+(?P<component>\S+)\s+(?P<state>\S+)\s+"
-        r"(?P<epoch>\d{9,})\s+(?P<flag>-?\d+)\s+(?P<message>.*)$",
+        r"^(?P<logid>\d+)\s++(?P<node>\S+)\s++(?P<component>\S+)\s++(?P<state>\S+)\s++"
+        r"(?P<epoch>\d{9,})\s++(?P<flag>-?\d+)\s++(?P<message>.*)$",
         _b_hpc,
         "134681 node-246 unix.hw state_change.unavailable 1077804742 1 Component State Change"),
     "zookeeper": (
         "ZooKeeper log4j: date time - LEVEL [thread:Class@line] - content",
-        r"^(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2},\d{3})\s+-\s+"
-        r"(?P<level>[A-Z]+)\s+\[(?P<src>.*?:.*?)@(?P<line>.*?)\]\s+-\s+(?P<message>.*)$",
+        r"^(?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2},\d{3})\s++-\s++"
+        r"(?P<level>[A-Z]+)\s++\[(?P<src>[^@]*)@(?P<line>[^\]]*)\]\s++-\s++(?P<message>.*)$",
         _b_zookeeper,
         "2015-07-29 17:41:44,747 - INFO  [QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:"
         "FastLeaderElection@774] - Notification time out: 3200"),
     "hadoop": (
         "Hadoop log4j: date time,ms LEVEL [thread] component: content",
-        r"^(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2},\d{3})\s+(?P<level>[A-Z]+)"
-        r"\s+\[(?P<thread>.*?)\]\s+(?P<component>.*?):\s+(?P<message>.*)$",
+        r"^(?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2},\d{3})\s++(?P<level>[A-Z]+)"
+        r"\s++\[(?P<thread>[^\]]*)\]\s++(?P<component>.*?):\s++(?P<message>.*)$",
         _b_hadoop,
         "2015-10-18 18:01:47,978 INFO [main] org.apache.hadoop.mapreduce.v2.app.MRAppMaster: "
         "Created MRAppMaster"),
     "hdfs": (
         "HDFS: yyMMdd HHmmss pid LEVEL component: content",
-        r"^(?P<date>\d{6})\s+(?P<time>\d{6})\s+(?P<pid>\d+)\s+(?P<level>[A-Z]+)\s+"
-        r"(?P<component>.*?):\s+(?P<message>.*)$",
+        r"^(?P<date>\d{6})\s++(?P<time>\d{6})\s++(?P<pid>\d+)\s++(?P<level>[A-Z]+)\s++"
+        r"(?P<component>.*?):\s++(?P<message>.*)$",
         _b_hdfs,
         "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 terminating"),
     "spark": (
         "Spark log4j: yy/MM/dd HH:mm:ss LEVEL component: content",
-        r"^(?P<date>\d{2}/\d{2}/\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<level>[A-Z]+)\s+"
-        r"(?P<component>.*?):\s+(?P<message>.*)$",
+        r"^(?P<date>\d{2}/\d{2}/\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2})\s++(?P<level>[A-Z]+)\s++"
+        r"(?P<component>.*?):\s++(?P<message>.*)$",
         _b_spark,
         "17/06/09 20:10:40 INFO spark.SecurityManager: Changing view acls to: yarn,curi"),
     "windows": (
         "Windows CBS log: date time, Level  Component  content",
-        r"^(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2}),\s+(?P<level>[A-Za-z]+)"
-        r"\s+(?P<component>\S+)\s+(?P<message>.*)$",
+        r"^(?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2}),\s++(?P<level>[A-Za-z]+)"
+        r"\s++(?P<component>\S+)\s++(?P<message>.*)$",
         _b_windows,
         "2016-09-28 04:30:30, Info                  CBS    Loaded Servicing Stack"),
     "android": (
         "Android logcat threadtime: MM-dd HH:mm:ss.SSS pid tid L tag: content",
-        r"^(?P<date>\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2}\.\d{3})\s+(?P<pid>\d+)\s+"
-        r"(?P<tid>\d+)\s+(?P<level>[VDIWEFAS])\s+(?P<component>.*?):\s+(?P<message>.*)$",
+        r"^(?P<date>\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2}\.\d{3})\s++(?P<pid>\d+)\s++"
+        r"(?P<tid>\d+)\s++(?P<level>[VDIWEFAS])\s++(?P<component>.*?):\s++(?P<message>.*)$",
         _b_android,
         "03-17 16:13:38.819  1702  8671 D PowerManagerService: acquire lock=233570404"),
     "healthapp": (
         "HealthApp: yyyyMMdd-H:m:s:SSS|component|pid|content",
-        r"^(?P<time>\d{8}-\d{1,2}:\d{1,2}:\d{1,2}:\d{1,3})\|(?P<component>.*?)\|"
-        r"(?P<pid>.*?)\|(?P<message>.*)$",
+        r"^(?P<time>\d{8}-\d{1,2}:\d{1,2}:\d{1,2}:\d{1,3})\|(?P<component>[^|]*)\|"
+        r"(?P<pid>[^|]*)\|(?P<message>.*)$",
         _b_healthapp,
         "20171223-22:15:29:606|Step_LSC|30002312|onStandStepChanged 3579"),
     "apache_error": (
         "Apache httpd error log: [date] [level] or [module:level] [pid N] content",
         r"^\[(?P<time>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \d{4})\]"
-        r"\s+\[(?:(?P<module>[\w-]+):)?(?P<level>[a-z]+\d?)\]"
-        r"(?:\s+\[pid (?P<pid>\d+)(?::tid \d+)?\])?\s+(?P<message>.*)$",
+        r"\s++\[(?:(?P<module>[\w-]+):)?(?P<level>[a-z]+\d?)\]"
+        r"(?:\s++\[pid (?P<pid>\d+)(?::tid \d+)?\])?\s++(?P<message>.*)$",
         _b_apache_error,
         "[Sun Dec 04 04:47:44 2005] [error] mod_jk child workerEnv in error state 6"),
     "proxifier": (
         "Proxifier: [MM.dd HH:mm:ss] program - content",
-        r"^\[(?P<time>\d{2}\.\d{2} \d{2}:\d{2}:\d{2})\]\s+(?P<component>.*?)\s+-\s+"
+        r"^\[(?P<time>\d{2}\.\d{2} \d{2}:\d{2}:\d{2})\]\s++(?P<component>.*?\S)\s++-\s++"
         r"(?P<message>.*)$",
         _b_proxifier,
         "[10.30 16:49:06] chrome.exe - proxy.cse.cuhk.edu.hk:5070 open through proxy"),
     "openssh": (
         "syslog lines of sshd: Mon d HH:mm:ss host sshd[pid]: content",
-        r"^" + _MON + r"\s+(?P<host>\S+)\s+(?P<component>sshd)\[(?P<pid>.*?)\]:\s+"
+        r"^" + _MON + r"\s++(?P<host>\S+)\s++(?P<component>sshd)\[(?P<pid>[^\[\]]*)\]:\s++"
         r"(?P<message>.*)$",
         _b_openssh,
         "Dec 10 06:55:46 LabSZ sshd[24200]: Invalid user webmaster from 173.234.31.186"),
     "mac": (
         "macOS system.log: Mon d HH:mm:ss host component[pid] (address): content",
-        r"^" + _MON + r"\s+(?P<host>\S+)\s+(?P<component>.*?)\[(?P<pid>.*?)\]"
-        r"(?:\s+\((?P<address>.*?)\))?:\s+(?P<message>.*)$",
+        r"^" + _MON + r"\s++(?P<host>\S+)\s++(?P<component>.*?)\[(?P<pid>[^\[\]]*)\]"
+        r"(?:\s++\((?P<address>[^()]*)\))?:\s++(?P<message>.*)$",
         _b_mac,
         "Jul  1 09:01:05 calvisitor-10-105-160-95 com.apple.CDScheduler[43]: Thermal pressure"),
     "linux": (
         "BSD syslog (/var/log/messages): Mon d HH:mm:ss host component[pid]: content",
-        r"^" + _MON + r"\s+(?P<host>\S+)\s+(?P<component>.*?)(?:\[(?P<pid>.*?)\])?:\s+"
+        r"^" + _MON + r"\s++(?P<host>\S+)\s++(?P<component>.*?)(?:\[(?P<pid>[^\[\]]*)\])?:\s++"
         r"(?P<message>.*)$",
         _b_linux,
         "Jun 14 15:16:02 combo sshd(pam_unix)[19937]: check pass; user unknown"),
@@ -561,7 +561,7 @@ def parse_line(line: str, fmt: str, *, year: int | None = None) -> ParsedLine:
 
 
 _SYSLOG = ("openssh", "mac", "linux")
-_MAC_HINT = re.compile(r"\S+ kernel\[0\]:|com\.apple\.|\]\s+\(.*?\):")
+_MAC_HINT = re.compile(r"\S+ kernel\[0\]:|com\.apple\.|\]\s+\([^()]*\):")
 
 
 def detect_format(sample_lines: Iterable[str], *, min_fraction: float = 0.5) -> str:
