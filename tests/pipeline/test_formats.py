@@ -139,6 +139,23 @@ def test_detect_format_from_other_windows(system):
         assert detect_format(lines[start:start + 50]) == SYSTEMS[system], start
 
 
+def test_detect_format_tolerates_continuation_lines():
+    """Stack-trace / continuation lines mixed in (a third of the sample) do not change the answer."""
+    lines, _ = _load("Hadoop")
+    junk = ["\tat org.apache.hadoop.ipc.Client.call(Client.java:1468)", "java.io.IOException: x"]
+    mixed = []
+    for i, ln in enumerate(lines[:40]):
+        mixed += [ln, junk[i % 4 // 2]] if i % 2 else [ln]
+    assert len(mixed) == 60
+    assert detect_format(mixed) == "hadoop"
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS))
+def test_levels_are_normalised(system, loghub_parsed):
+    parsed, _, _ = loghub_parsed[system]
+    assert {p.level for p in parsed} <= {None, "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+
+
 def test_detect_format_access_log_and_unknown():
     lines = list(demo_data.iter_access_log_lines())
     assert detect_format(lines[:50]) == "apache_access"
