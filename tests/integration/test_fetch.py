@@ -110,3 +110,17 @@ def test_list_offsets_by_timestamp(shared_broker, topic):
         assert lookup(base + 2500) == (3, base + 3000)
         assert lookup(base) == (0, base)
         assert lookup(base + 10_000) == (-1, -1)
+
+
+def test_offset_for_leader_epoch(shared_broker, topic):
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        produce(c, topic, [(b"k", b"v")] * 3)
+
+        def ask(epoch):
+            resp = c.request(23, 3, {"replica_id": -1, "topics": [
+                {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": epoch}]}]})
+            p = resp.topics[0].partitions[0]
+            return p.error_code, p.leader_epoch, p.end_offset
+
+        assert ask(0) == (0, 0, 3)      # the current epoch ends at the log end offset
+        assert ask(7) == (0, -1, -1)    # an epoch newer than any known: undefined

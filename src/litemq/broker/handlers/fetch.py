@@ -182,9 +182,7 @@ def handle_offset_for_leader_epoch(ctx, req) -> dict:
             elif ctx.version >= 2 and (code := p.check_leader_epoch(ep.current_leader_epoch)):
                 entry["error_code"] = code
             else:
-                epoch, end = p.log.leader_epoch_cache.end_offset_for_epoch(ep.leader_epoch)
-                if epoch == p.leader_epoch or end > p.high_watermark:
-                    end = min(end, p.log_end_offset) if end >= 0 else end
+                epoch, end = p.log.leader_epoch_cache.end_offset_for_epoch(ep.leader_epoch, p.log_end_offset)
                 entry.update(leader_epoch=epoch, end_offset=end)
             parts.append(entry)
         topics_out.append({"topic": t.topic, "partitions": parts})
