@@ -324,6 +324,7 @@ def test_remove_voter_including_the_leader_itself():
     c.tick(1)
     assert leader.role is Role.FOLLOWER
     rest = ({1, 2, 3} - {other, leader.id}).pop()
+    assert any(isinstance(m, TimeoutNow) and m.dst == rest for m in c.sent)  # handed over
     c.crash(other)
     new = c.wait_leader()
     assert new.id == rest and new.voters == {rest}

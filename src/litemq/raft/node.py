@@ -939,7 +939,16 @@ class RaftNode:
             self._commit_to(m)
             self._bcast_commit = True
             if self.id not in self.voters and self.commit_index >= self._configs_offset_of_current():
-                self._become_follower(self.term, None)  # removed itself (thesis §4.2.2)
+                self._step_down_after_removal()
+
+    def _step_down_after_removal(self) -> None:
+        """Thesis §4.2.2: a leader that removed itself steps down once the change commits. It
+        also hands over at once with TimeoutNow to the most up-to-date voter (§3.10) rather than
+        leaving the group leaderless for an election timeout."""
+        best = max(sorted(self.voters), key=lambda v: self._prs[v].match)
+        if self._prs[best].match == self._log.last_offset:
+            self._send(TimeoutNow(self.id, best, self.term))
+        self._become_follower(self.term, None)
 
     def _configs_offset_of_current(self) -> int:
         return self._configs[-1][0] if self._configs else self._config_base[0]

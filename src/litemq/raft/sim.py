@@ -464,9 +464,12 @@ def run_seed(seed: int, cfg: SimConfig | None = None) -> Simulation:
 
 def config_for(seed: int, steps: int = 2000) -> SimConfig:
     """Seeds alternate between 3-voter and 5-voter groups; every third seed sends one entry
-    per Append with few appends in flight (old-term entries then reach a quorum alone)."""
+    per Append (old-term entries then reach a quorum alone); every tenth runs without PreVote
+    and CheckQuorum (safety must not depend on them)."""
     raft = RaftConfig()
-    if seed % 3 == 1:
+    if seed % 10 == 9:
+        raft = RaftConfig(pre_vote=False, check_quorum=False)
+    elif seed % 3 == 1:
         raft = RaftConfig(max_append_bytes=1, max_inflight_appends=16)
     elif seed % 3 == 2:
         raft = RaftConfig(max_append_bytes=16, max_inflight_appends=8)
