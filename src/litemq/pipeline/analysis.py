@@ -146,7 +146,7 @@ def path_key(path: str | None) -> str | None:
 
 
 def _ts(ms: int) -> pd.Timestamp:
-    return pd.Timestamp(ms, unit="ms")
+    return pd.Timestamp(ms, unit="ms", tz="UTC")
 
 
 def _window_rows(source: str, fmt: str, start: int, w: WindowAgg, st: SourceState, cfg: AnalysisConfig,
@@ -302,6 +302,8 @@ def process_source(source: str, pdf: pd.DataFrame, state_blob: bytes | None,
     for c in _INT_COLS:
         rows[c] = rows[c].astype("Int64")
     rows["final"] = rows["final"].astype("boolean")
+    for c in ("window_start", "window_end"):
+        rows[c] = pd.to_datetime(rows[c], utc=True)
     for c in ("error_rate", "alert_value", "alert_baseline"):
         rows[c] = rows[c].astype("float64")
     return rows, st.dumps()

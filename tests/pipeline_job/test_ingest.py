@@ -1,0 +1,125 @@
+"""``litemq ingest``: line handling (CRLF, no final newline, undecodable bytes), keys, record
+timestamps, headers, one topic per source vs --single-topic, and --follow surviving rotation
+and truncation. Real broker process, real confluent-kafka consumer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+
+from litemq.pipeline.ingest import FollowedFile, Ingester, ingest, resolve_sources, source_name
+
+from .conftest import read_topic
+
+HDFS = [
+    b"081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_38865049064139660 terminating",
+    b"081109 203807 222 INFO dfs.DataNode$PacketResponder: PacketResponder 0 for block blk_-6952295868487656571 terminating",
+    b"081109 204005 35 INFO dfs.FSNamesystem: BLOCK* NameSystem.addStoredBlock: blockMap updated: 10.251.73.220:50010 is added to blk_7128370237687728475 size 67108864",
+]
+
+
+def test_crlf_no_final_newline_undecodable_bytes(broker, tmp_path, prefix):
+    f = tmp_path / "hdfs.log"
+    bad = b"081109 204015 308 INFO dfs.DataNode$PacketResponder: bad \xff\xfe bytes \xc3("
+    f.write_bytes(HDFS[0] + b"\r\n" + HDFS[1] + b"\r\n\r\n" + bad + b"\n" + HDFS[2])   # no final newline
+    stats = ingest([str(f)], broker.bootstrap_servers, topic_prefix=prefix)
+    assert stats.lines == 4 and stats.errors == 0
+    msgs = read_topic(broker.bootstrap_servers, prefix + "hdfs")
+    assert [m.value() for m in msgs] == [HDFS[0], HDFS[1], bad, HDFS[2]]      # CR stripped, bytes kept as-is
+    # key = component (hdfs has no host), timestamp = the line's own (081109 203615, read as UTC)
+    assert msgs[0].key() == b"dfs.DataNode$PacketResponder"
+    assert msgs[0].timestamp()[1] == int(datetime(2008, 11, 9, 20, 36, 15, tzinfo=timezone.utc).timestamp() * 1000)
+    assert dict(msgs[0].headers()) == {"source": b"hdfs", "format": b"hdfs"}
+
+
+def test_access_log_key_timestamp_and_single_topic(broker, tmp_path, prefix):
+    a = tmp_path / "web1.log"
+    a.write_text('1.2.3.4 - - [17/May/2015:10:05:03 +0200] "GET /x HTTP/1.1" 200 12 "-" "curl"\n')
+    b = tmp_path / "web2.log"
+    b.write_text('5.6.7.8 - - [17/May/2015:10:06:00 +0000] "GET /y HTTP/1.1" 500 7 "-" "curl"\n')
+    topic = prefix + "all"
+    ingest([str(tmp_path / "web*.log")], broker.bootstrap_servers, single_topic=topic)
+    msgs = read_topic(broker.bootstrap_servers, topic)
+    assert sorted(dict(m.headers())["source"] for m in msgs) == [b"web1", b"web2"]
+    ts = {dict(m.headers())["source"]: m.timestamp()[1] for m in msgs}
+    assert ts[b"web1"] == int(datetime(2015, 5, 17, 8, 5, 3, tzinfo=timezone.utc).timestamp() * 1000)          # 10:05:03 +0200 = 08:05:03 UTC
+    assert all(m.key() is None for m in msgs)     # access logs have no host/component
+
+
+def test_resolve_sources_names(tmp_path):
+    (tmp_path / "d").mkdir()
+    for n in ("a.log", "b.txt", ".hidden"):
+        (tmp_path / "d" / n).write_text("x\n")
+    (tmp_path / "a.log").write_text("x\n")
+    srcs = resolve_sources([str(tmp_path / "d"), str(tmp_path / "a.log")], "logs.")
+    assert [s.name for s in srcs] == ["a", "b", "a_2"]
+    assert [s.topic for s in srcs] == ["logs.a", "logs.b", "logs.a_2"]
+    assert source_name("/var/log/Nginx Access.log.gz") == "Nginx_Access"
+
+
+def test_followed_file_rotation_and_truncation(tmp_path):
+    p = tmp_path / "app.log"
+    p.write_bytes(b"one\r\ntwo\npart")
+    ff = FollowedFile(p)
+    assert ff.poll() == [b"one", b"two"]            # partial line held
+    with open(p, "ab") as fh:
+        fh.write(b"ial\nthree\n")
+    assert ff.poll() == [b"partial", b"three"]
+    with open(p, "ab") as fh:
+        fh.write(b"last-of-old")                      # rotated away without a final newline
+    os.rename(p, tmp_path / "app.log.1")
+    assert ff.poll() == []                            # new file not there yet: keep the old one
+    p.write_bytes(b"new1\n")
+    assert ff.poll() == [b"last-of-old", b"new1"]
+    with open(p, "wb") as fh:                         # copytruncate
+        fh.write(b"t\n")
+    assert ff.poll() == [b"t"]
+    with open(p, "ab") as fh:
+        fh.write(b"tail-no-newline")
+    ff2 = FollowedFile(p, from_end=True)
+    assert ff2.poll() == [] and ff2.close(flush=True) == []
+    assert ff.close(flush=True) == [b"tail-no-newline"]    # emitted at shutdown
+
+
+def test_follow_mode_with_rotation_end_to_end(broker, tmp_path, prefix):
+    d = tmp_path / "logs"
+    d.mkdir()
+    p = d / "svc.log"
+    p.write_bytes(HDFS[0] + b"\n")
+    stop = threading.Event()
+    ing = Ingester(broker.bootstrap_servers)
+    th = threading.Thread(target=ing.follow, args=([str(p)],),
+                          kwargs={"topic_prefix": prefix, "stop": stop, "poll_interval_s": 0.05})
+    th.start()
+    try:
+        time.sleep(0.5)
+        with open(p, "ab") as fh:
+            fh.write(HDFS[1] + b"\n")
+        time.sleep(0.5)
+        os.rename(p, d / "svc.log.1")                 # logrotate: rename, then a new file
+        p.write_bytes(HDFS[2] + b"\n")
+        time.sleep(0.5)
+        with open(p, "ab") as fh:
+            fh.write(b"no newline at the end")
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        th.join(30)
+    msgs = read_topic(broker.bootstrap_servers, prefix + "svc")
+    assert [m.value() for m in msgs] == [HDFS[0], HDFS[1], HDFS[2], b"no newline at the end"]
+
+
+def test_cli_ingest_rate(broker, tmp_path, prefix):
+    f = tmp_path / "r.log"
+    f.write_bytes(b"".join(HDFS[i % 3] + b"\n" for i in range(20)))
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "litemq.cli", "ingest", str(f), "-b", broker.bootstrap_servers,
+                        "--topic-prefix", prefix, "--rate", "40"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ingested 20 lines" in r.stderr
+    assert time.monotonic() - t0 >= 0.45             # 20 lines at 40 lines/s
+    assert len(read_topic(broker.bootstrap_servers, prefix + "r")) == 20
