@@ -414,3 +414,40 @@ def test_random_message_storms_do_not_break_invariants(seed):
     c.tick(3)
     for i, log in c.logs.items():
         assert log.all_entries()[: len(committed)] == committed
+
+
+def test_partition_group_does_not_read_back_committed_entries():
+    """``apply_entries=False``: only the high watermark moves; nothing is read from the log."""
+    c = Cluster(seed=19, config=RaftConfig(apply_entries=False))
+    leader = c.wait_leader()
+    e = leader.propose(b"batch", count=10)
+    c.tick(2)
+    for i, n in c.nodes.items():
+        assert c.applied[i] == []
+        assert n.high_watermark == e.end_offset and n.applied == n.commit_index
+        assert not n.has_ready()
+
+
+def test_must_sync_only_for_log_term_or_vote_changes():
+    c = Cluster(seed=20)
+    leader = c.wait_leader()
+    f = next(n for n in c.nodes.values() if n is not leader)
+    c.readies[f.id].clear()
+    leader.propose(b"x")
+    c.tick(2)
+    kinds = [(rd.must_sync, bool(rd.entries), rd.hard_state is not None) for rd in c.readies[f.id]]
+    assert (True, True, True) in kinds or (True, True, False) in kinds
+    # a Ready whose only durable change is the commit index need not be fsynced
+    assert any(hs and not sync and not ents for sync, ents, hs in kinds)
+
+
+def test_voters_at_tracks_uncommitted_config_history():
+    c = Cluster(seed=21)
+    leader = c.wait_leader()
+    c.add_node(4)
+    e = leader.propose_add_voter(4)
+    assert leader.voters_at(e.offset - 1) == {1, 2, 3}
+    assert leader.voters_at(e.offset) == {1, 2, 3, 4}
+    c.tick(2)
+    assert leader.voters_at(e.offset) == {1, 2, 3, 4} and leader.voters_at(e.offset - 1) is None
+    assert leader.active_voters() == {1, 2, 3, 4}

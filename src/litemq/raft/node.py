@@ -124,6 +124,9 @@ class RaftConfig:
     max_append_bytes: int = limits.RAFT_MAX_APPEND_BYTES
     max_inflight_appends: int = limits.RAFT_MAX_INFLIGHT_APPENDS
     max_apply_bytes: int = limits.RAFT_MAX_APPLY_BYTES
+    apply_entries: bool = True
+    """Hand committed entries back in ``Ready.committed_entries``. A partition group sets it
+    to False: only its high watermark matters and nothing is read back from the log."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.election_timeout_ticks <= limits.RAFT_MAX_ELECTION_TIMEOUT_TICKS:
@@ -157,16 +160,16 @@ class Ready:
     """Apply in order, after persisting."""
     commit_index: int
     """Commit index after this Ready is handled (``high_watermark - 1``)."""
+    must_sync: bool
+    """True when something must be durable (fsynced) before ``messages`` are sent: log changes,
+    or a new term or vote. A hard state that differs only in its commit index may be written
+    lazily (like Kafka's high-watermark checkpoint): the commit index then restarts from the
+    last durable value, which is safe."""
 
     @property
     def high_watermark(self) -> int:
         """Kafka high watermark (exclusive): first offset not known to be committed."""
         return self.commit_index + 1
-
-    @property
-    def must_sync(self) -> bool:
-        """True when something must be made durable before ``messages`` are sent."""
-        return bool(self.hard_state or self.snapshot or self.entries or self.truncate_to is not None)
 
 
 # --- progress of one follower, as tracked by the leader (etcd tracker.Progress) ---
@@ -461,6 +464,24 @@ class RaftNode:
         """Leader only: last offset known replicated on each voter (replica lag reporting)."""
         return {v: pr.match for v, pr in self._prs.items()}
 
+    def voters_at(self, offset: int) -> frozenset[int] | None:
+        """Voter set in effect at ``offset`` (config entries up to it applied), or ``None`` if
+        that is older than what the node tracks (the latest config at or below its commit
+        index). Record it with the log start offset when retention or a snapshot moves it."""
+        base_offset, voters = self._config_base
+        if offset < base_offset:
+            return None
+        for off, v in self._configs:
+            if off > offset:
+                break
+            voters = v
+        return voters
+
+    def active_voters(self) -> frozenset[int]:
+        """Leader only: voters heard from in the current CheckQuorum window (itself included),
+        e.g. to refuse acks=all produce below ``min.insync.replicas``."""
+        return frozenset(v for v, pr in self._prs.items() if v in self.voters and (pr.recent_active or v == self.id))
+
     def config_change_allowed(self) -> bool:
         return (
             self.role is Role.LEADER
@@ -582,7 +603,7 @@ class RaftNode:
         soft = self._prev_soft
         if soft is None or soft.role is not self.role or soft.leader_id != self.leader_id or soft.voters != self.voters:
             return True
-        return self.applied < self.commit_index
+        return self.applied < self.commit_index and self.config.apply_entries
 
     def ready(self) -> Ready:
         """Collect what the caller must persist, send and apply. Call :meth:`advance` with it
@@ -595,17 +616,24 @@ class RaftNode:
         soft = self.soft_state
         snapshot = log.pending_snapshot
         committed: tuple[Entry, ...] = ()
-        if snapshot is None and self.applied < self.commit_index:
+        if snapshot is None and self.applied < self.commit_index and self.config.apply_entries:
             committed = tuple(log.entries(self.applied + 1, self.commit_index + 1, self.config.max_apply_bytes))
+        old = self._persisted_hs
+        truncate_to = log.truncate_needed()
+        entries = tuple(log.unstable)
         rd = Ready(
-            hard_state=hs if hs != self._persisted_hs else None,
+            hard_state=hs if hs != old else None,
             soft_state=soft if soft != self._prev_soft else None,
             snapshot=snapshot,
-            truncate_to=log.truncate_needed(),
-            entries=tuple(log.unstable),
+            truncate_to=truncate_to,
+            entries=entries,
             messages=tuple(self._msgs),
             committed_entries=committed,
             commit_index=self.commit_index,
+            must_sync=bool(
+                snapshot is not None or entries or truncate_to is not None
+                or hs.term != old.term or hs.voted_for != old.voted_for
+            ),
         )
         self._msgs = []
         self._outstanding = rd
@@ -625,6 +653,8 @@ class RaftNode:
             self._prev_soft = rd.soft_state
         if rd.committed_entries:
             self.applied = max(self.applied, rd.committed_entries[-1].last_offset)
+        elif not self.config.apply_entries and rd.snapshot is None:
+            self.applied = max(self.applied, rd.commit_index)
         if self.role is Role.LEADER:
             pr = self._prs.get(self.id)
             if pr is not None and pr.ack(self._log.persisted_last()):

@@ -234,6 +234,8 @@ class Simulation:
             self.fail(f"node {node.id} persisted commit index went back")
         if hs.commit_index >= node.log.log_end_offset:
             self.fail(f"node {node.id} persisted commit index {hs.commit_index} beyond its log")
+        if not rd.must_sync and self.rng.random() < 0.5:
+            return  # commit-index-only change written lazily: not durable, lost on a crash
         node.hs = hs
 
     def _check_removed(self, node: _Node, removed: list[Entry]) -> None:
@@ -246,7 +248,7 @@ class Simulation:
         if rd.snapshot is not None:
             snap = rd.snapshot
             want = self.digests.get(snap.offset)
-            if want is not None and want != snap.data:
+            if want is not None and snap.data is not None and want != snap.data:
                 self.fail(f"node {node.id} installed a snapshot @{snap.offset} with a wrong state")
             node.digest, node.applied, node.applied_voters = snap.data, snap.offset, snap.voters
         for e in rd.committed_entries:
@@ -402,12 +404,17 @@ class Simulation:
             self.trace.append(f"{self.now} {leader.id} remove voter {v}")
 
     def _compact(self, node: _Node) -> None:
-        """The caller snapshots its state machine at its applied offset and drops the prefix."""
-        if node.applied <= node.log.log_start_offset - 1 or node.applied >= node.log.log_end_offset:
+        """Metadata style: snapshot the state machine at its applied offset and drop the
+        prefix. Partition style (``apply_entries=False``): retention moves the log start
+        offset up to the high watermark; the snapshot has no data ("start afresh")."""
+        if self.cfg.raft.apply_entries:
+            upto, voters, data = node.applied, node.applied_voters, node.digest
+        else:
+            upto, voters, data = node.raft.commit_index, node.raft.voters_at(node.raft.commit_index), None
+        if upto <= node.log.log_start_offset - 1 or node.log.term_at(upto) is None:
             return
-        term = node.log.term_at(node.applied)
-        node.log.compact(Snapshot(node.applied, term, node.applied_voters, node.digest))
-        self.trace.append(f"{self.now} {node.id} compact @{node.applied}")
+        node.log.compact(Snapshot(upto, node.log.term_at(upto), voters, data))
+        self.trace.append(f"{self.now} {node.id} compact @{upto}")
 
     def check_liveness(self) -> None:
         """Heal everything and stop the faults and the load: a leader must be elected and a
@@ -465,10 +472,13 @@ def run_seed(seed: int, cfg: SimConfig | None = None) -> Simulation:
 def config_for(seed: int, steps: int = 2000) -> SimConfig:
     """Seeds alternate between 3-voter and 5-voter groups; every third seed sends one entry
     per Append (old-term entries then reach a quorum alone); every tenth runs without PreVote
-    and CheckQuorum (safety must not depend on them)."""
+    and CheckQuorum (safety must not depend on them), and every tenth like a partition
+    (no committed entries handed back, retention instead of state machine snapshots)."""
     raft = RaftConfig()
     if seed % 10 == 9:
         raft = RaftConfig(pre_vote=False, check_quorum=False)
+    elif seed % 10 == 4:
+        raft = RaftConfig(apply_entries=False)
     elif seed % 3 == 1:
         raft = RaftConfig(max_append_bytes=1, max_inflight_appends=16)
     elif seed % 3 == 2:
