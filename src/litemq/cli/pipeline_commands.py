@@ -14,7 +14,7 @@ from rich.console import Console
 
 from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True)
 
 

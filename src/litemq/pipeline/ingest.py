@@ -41,6 +41,9 @@ __all__ = ["Source", "IngestStats", "Ingester", "resolve_sources", "iter_file_li
 DETECT_LINES = 64
 _TOPIC_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 _LOG_SUFFIXES = (".log", ".txt", ".out")
+#: in a directory, files with these suffixes are not taken as logs (loghub's ground-truth CSVs,
+#: READMEs); a file named explicitly is always taken
+SKIP_IN_DIRS = (".csv", ".md", ".json", ".py", ".html", ".pdf", ".zip", ".tar")
 
 
 def source_name(path: str | Path) -> str:
@@ -78,7 +81,8 @@ def _expand(spec: str) -> tuple[list[Path], bool]:
     """Files named by one SOURCE argument; second item: whether it is a pattern (dir/glob)."""
     p = Path(spec)
     if p.is_dir():
-        return sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")), True
+        return sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
+                      and not f.name.lower().endswith(SKIP_IN_DIRS)), True
     if any(ch in spec for ch in "*?["):
         return sorted(Path(f) for f in _glob.glob(spec) if Path(f).is_file()), True
     return [p], False
@@ -262,6 +266,7 @@ class Ingester:
             "batch.size": 1 << 20,
             "queue.buffering.max.messages": 500_000,
             "compression.type": "none",
+            "log_level": 3,
         }
         conf.update(producer_config or {})
         self.bootstrap = bootstrap
@@ -283,7 +288,7 @@ class Ingester:
             return
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
         existing = set(admin.list_topics(timeout=10).topics)
         cfg = {} if self.retention_ms is None else {"retention.ms": str(self.retention_ms)}
         new = [NewTopic(t, num_partitions=self.partitions, replication_factor=-1, config=cfg)

@@ -85,7 +85,10 @@ def get_spark(app_name: str = "litemq-pipeline", master: str | None = None, shuf
          .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true")
          .config("spark.driver.memory", os.environ.get("LITEMQ_SPARK_DRIVER_MEMORY", "1g"))
-         .config("spark.python.worker.reuse", "true"))
+         .config("spark.python.worker.reuse", "true")
+         .config("spark.ui.showConsoleProgress", "false")
+         # pyspark's own pandas concat in applyInPandasWithState warns about all-NA columns
+         .config("spark.executorEnv.PYTHONWARNINGS", "ignore::FutureWarning"))
     _SPARK = b.getOrCreate()
     _SPARK.sparkContext.setLogLevel("ERROR")
     return _SPARK
@@ -208,9 +211,9 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
     if state_path.exists():
         st = pickle.loads(state_path.read_bytes())
     rx = re.compile(topic_regex(patterns))
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "litemq-pipeline-local",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     per_batch = max_offsets or 200_000
     try:

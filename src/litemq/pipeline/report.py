@@ -46,21 +46,47 @@ def summarize(out_dir: str | Path) -> pd.DataFrame:
                "last"]]
 
 
-def _resample(win: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Lines and errors per source on a time axis coarse enough for a chart."""
-    span = (win["window_end"].max() - win["window_start"].min()).total_seconds()
-    rule, label = ("1min", "minute")
-    for limit, r, lab in ((6 * 3600, "1min", "minute"), (3 * 86400, "15min", "15 minutes"),
-                          (30 * 86400, "1h", "hour"), (float("inf"), "1D", "day")):
+def _resample(w: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One source's lines and errors on a time axis coarse enough for a small chart."""
+    span = (w["window_end"].max() - w["window_start"].min()).total_seconds()
+    rule, label = "1D", "day"
+    for limit, r, lab in ((3 * 3600, "1min", "minute"), (2 * 86400, "15min", "15 min"),
+                          (20 * 86400, "1h", "hour"), (float("inf"), "1D", "day")):
         if span <= limit:
             rule, label = r, lab
             break
-    w = win.set_index("window_start")
-    out = (w.groupby("source")[["lines", "errors"]].resample(rule).sum().reset_index())
+    out = w.set_index("window_start")[["lines", "errors"]].resample(rule).sum().reset_index()
     return out, label
 
 
-def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline report", top_n: int = 10) -> Path:
+def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, ylabel: str, title: str) -> None:
+    """One subplot per source, each on its own time axis (sources may be years apart)."""
+    import matplotlib.pyplot as plt
+
+    n = len(sources)
+    ncols = 1 if n == 1 else (2 if n <= 4 else 3)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 2.3 * nrows + 0.6), squeeze=False)
+    for ax, source in zip(axes.flat, sources):
+        series, unit = _resample(win[win["source"] == source])
+        ax.plot(series["window_start"], ycol(series), lw=1, color="#4c72b0")
+        ax.fill_between(series["window_start"], ycol(series).fillna(0), alpha=0.2, color="#4c72b0")
+        ax.set_title(f"{source} (per {unit})", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=7)
+        ax.tick_params(labelsize=6)
+        for lab in ax.get_xticklabels():
+            lab.set_rotation(25)
+            lab.set_horizontalalignment("right")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline report", top_n: int = 10,
+                 max_sources: int = 24) -> Path:
     """Write ``OUT/report/report.md`` and its charts; returns the Markdown path."""
     import matplotlib
 
@@ -89,22 +115,13 @@ def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline repor
                   f"| {r.alerts:,} | {r.first:%Y-%m-%d %H:%M} | {r.last:%Y-%m-%d %H:%M} |")
     md.append("")
 
-    series, unit = _resample(win)
-    def line_chart(ycol, title, ylabel, fname):
-        fig, ax = plt.subplots(figsize=(10, 4))
-        for source, grp in series.groupby("source"):
-            ax.plot(grp["window_start"], ycol(grp), label=source, lw=1)
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=7, loc="upper right")
-        fig.autofmt_xdate()
-        fig.tight_layout()
-        fig.savefig(rep / fname, dpi=110)
-        plt.close(fig)
-
-    line_chart(lambda g: g["lines"], f"Lines per {unit}", "lines", "volume.png")
-    line_chart(lambda g: g["errors"] / g["lines"].where(g["lines"] > 0) * 100,
-               f"Error rate per {unit} (ERROR/FATAL lines; access logs: 5xx)", "%", "error_rate.png")
+    sources = list(summary.sort_values(["lines", "source"], ascending=[False, True])["source"])[:max_sources]
+    _small_multiples(win, sources, rep / "volume.png", lambda g: g["lines"], "lines", "Lines over time per source")
+    _small_multiples(win, sources, rep / "error_rate.png",
+                     lambda g: g["errors"] / g["lines"].where(g["lines"] > 0) * 100, "error %",
+                     "Error rate over time per source (ERROR/FATAL lines; access logs: 5xx)")
+    if len(summary) > max_sources:
+        md += [f"Charts show the {max_sources} largest of {len(summary)} sources.", ""]
     md += ["## Volume and error rate over time", "", "![lines per window](volume.png)", "",
            "![error rate](error_rate.png)", ""]
 
@@ -174,11 +191,10 @@ def summary_table(out_dir: str | Path):
     s = summarize(out_dir)
     t = Table(title="Log pipeline summary")
     for c, j in (("source", "left"), ("format", "left"), ("lines", "right"), ("errors", "right"),
-                 ("error rate", "right"), ("templates", "right"), ("alerts", "right"), ("from", "left"),
-                 ("to", "left")):
-        t.add_column(c, justify=j)
+                 ("error rate", "right"), ("templates", "right"), ("alerts", "right"), ("event time", "left")):
+        t.add_column(c, justify=j, overflow="fold")
     for r in s.itertuples():
         t.add_row(r.source, str(r.format), f"{r.lines:,}", f"{r.errors:,}",
                   "–" if pd.isna(r.error_rate) else f"{r.error_rate:.2%}", f"{r.templates:,}", f"{r.alerts:,}",
-                  f"{r.first:%Y-%m-%d %H:%M}", f"{r.last:%Y-%m-%d %H:%M}")
+                  f"{r.first:%Y-%m-%d %H:%M} .. {r.last:%m-%d %H:%M}")
     return t

@@ -124,7 +124,7 @@ class Sinks:
             from confluent_kafka import Producer
 
             self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                                       "linger.ms": 20, "compression.type": "none"})
+                                       "linger.ms": 20, "compression.type": "none", "log_level": 3})
         p = self._producer
         errors: list[str] = []
 
