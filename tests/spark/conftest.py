@@ -67,7 +67,7 @@ class BrokerProcess:
 
     def producer(self, **extra):
         cfg = {"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5,
-               "log_level": 3}
+               "log_level": 2}
         cfg.update(extra)
         return ck.Producer(cfg)
 
