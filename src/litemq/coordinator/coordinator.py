@@ -93,6 +93,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.num_partitions = self.config.offsets_topic_num_partitions
         self._expiry_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()  # background stores, kept referenced until done
         self._stopped = False
 
     @property
@@ -189,8 +190,13 @@ class GroupCoordinator:
             log.warning("storing group %s generation %d failed: %s", group.group_id, group.generation, E(err).name)
         return err
 
+    def _spawn(self, coro) -> None:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _store_group_soon(self, group: GroupMetadata) -> None:
-        self.loop.create_task(self._store_group(group))
+        self._spawn(self._store_group(group))
 
     # ================================================================== loading
     def _load_partition(self, index: int) -> None:
@@ -554,7 +560,7 @@ class GroupCoordinator:
             if unchanged and group.select_protocol() == group.protocol_name:
                 log.info("group %s: static member %s rejoined as %s without a rebalance", group.group_id,
                          instance_id, new_id)
-                self.loop.create_task(self._finish_static_rejoin(group, member, old_id, old, supports_skip_assignment))
+                self._spawn(self._finish_static_rejoin(group, member, old_id, old, supports_skip_assignment))
             else:
                 self._prepare_rebalance(group, f"static member {instance_id} rejoined with other protocols")
         elif state is GroupState.COMPLETING_REBALANCE:
