@@ -3,6 +3,7 @@ static membership with real clients."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,3 +206,15 @@ def shared_broker_generation(bs: str, group: str) -> int:
             if err == 0:
                 return gen
     raise AssertionError("no generation accepted")
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+def test_kcat_balanced_consumer_commits(shared_broker):
+    """kcat -G (librdkafka's balanced consumer, an older librdkafka) joins, consumes, commits."""
+    bs = shared_broker.bootstrap_servers
+    create_topic(bs, "kcat-t", 2)
+    produce(bs, "kcat-t", [str(i) for i in range(20)], 2)
+    r = subprocess.run(["kcat", "-b", bs, "-G", "kcat-g", "-o", "beginning", "-e", "-q", "kcat-t"],
+                       capture_output=True, text=True, timeout=60)
+    assert sorted(r.stdout.split(), key=int) == [str(i) for i in range(20)], r.stderr
+    assert committed_offsets(bs, "kcat-g") == {0: 10, 1: 10}
