@@ -389,3 +389,17 @@ def test_offsets_of_empty_groups_expire(broker):
     assert removed == 1  # the stable group's offsets of its subscribed topic stay
     assert "old" not in coord.groups and ("t", 0) in coord.groups["active"].offsets
     assert fetch(c, "old", {"t": [0]})[1][("t", 0)][0] == -1
+
+
+def test_require_stable_reports_commits_in_flight(broker):
+    broker.create("t")
+    c = client(broker)
+    commit(c, "rs", {("t", 0): 3})
+    pending = broker.runtime.coordinator.groups["rs"].pending_commits
+    broker.call(pending.__setitem__, ("t", 0), 1)  # as while an OffsetCommit waits for its fsync
+    r, got = fetch(c, "rs", {"t": [0]}, version=7)
+    assert got[("t", 0)][2] == E.UNSTABLE_OFFSET_COMMIT
+    r = c.request(FETCH, 6, {"group_id": "rs", "topics": [{"name": "t", "partition_indexes": [0]}]})
+    assert r.topics[0].partitions[0].committed_offset == 3  # before KIP-447 clients: the last durable offset
+    broker.call(pending.clear)
+    assert fetch(c, "rs", {"t": [0]}, version=7)[1][("t", 0)][:2] == (3, "md")
