@@ -52,7 +52,7 @@ JAVA_ONLY_CLIENT_SETTINGS = {
     "max.poll.records", "max.poll.interval.ms", "default.api.timeout.ms", "fetch.max.wait.ms",
     "request.timeout.ms", "ssl.truststore.type", "ssl.keystore.type", "sasl.jaas.config",
     "partition.assignment.strategy", "exclude.internal.topics", "allow.auto.create.topics",
-    "buffer.memory", "max.block.ms", "delivery.timeout.ms.java",
+    "buffer.memory", "max.block.ms", "partitioner.class",
 }
 """Java client settings with no librdkafka equivalent: dropped (warning), not passed on."""
 
