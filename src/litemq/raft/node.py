@@ -33,7 +33,7 @@ Protocol features and where they come from (Ongaro & Ousterhout 2014 = "paper", 
   fast backup by term (paper §5.3, etcd ``findConflictByTerm``), pipelined appends with a
   bounded number in flight (etcd ``Progress``/``Inflights``: probe, replicate, snapshot);
 - commit only of current-term entries by counting replicas (paper §5.4.2); every new leader
-  first appends a ``CONTROL`` no-op entry (thesis §3.6.2) so earlier entries commit;
+  first appends a ``CONTROL`` no-op entry (paper §8, thesis §6.4) so earlier entries commit;
 - snapshots (thesis §5): a follower whose next offset is below the leader's log start offset
   receives :class:`~litemq.raft.messages.InstallSnapshot` (for a partition: "start afresh");
 - leadership transfer with TimeoutNow (thesis §3.10);
@@ -141,7 +141,7 @@ class RaftConfig:
             raise ValueError("max_apply_bytes out of range")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, eq=False)
 class Ready:
     """Work for the caller; see the module docstring for the order of handling."""
 
@@ -704,8 +704,8 @@ class RaftNode:
         self._prs[self.id].match = self._log.persisted_last()
         for pr in self._prs.values():
             pr.recent_active = True
-        # §5.4.2 / thesis §3.6.2: a no-op entry of the new term (a Kafka control batch); no
-        # config change is allowed before it commits (thesis §4.1 and the 2015 erratum).
+        # Paper §5.4.2 and §8, thesis §6.4: a no-op entry of the new term (a Kafka control
+        # batch); no config change before it commits (thesis §4.1 and the 2015 erratum).
         noop = Entry(end, self.term, b"", 1, EntryKind.CONTROL)
         self._append([noop])
         self._pending_config_offset = end

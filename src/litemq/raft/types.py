@@ -41,8 +41,8 @@ class EntryKind(enum.IntEnum):
     DATA = 0
     """Opaque payload (a record batch in the broker, a metadata record in the metadata group)."""
     CONTROL = 1
-    """No-op appended by every new leader (§5.4.2, thesis §3.6.2): lets it commit earlier terms.
-    The broker stores it as a Kafka control batch, which consumers skip."""
+    """No-op appended by every new leader (paper §5.4.2 and §8, thesis §6.4): lets it commit
+    earlier terms. The broker stores it as a Kafka control batch, which consumers skip."""
     CONFIG = 2
     """Voter set change (thesis §4.1). Payload: :func:`encode_voters` of the *whole* new set.
     Takes effect on every server as soon as it is in its log (appended), not when committed."""
