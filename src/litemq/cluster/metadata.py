@@ -18,6 +18,7 @@ from pathlib import Path
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.storage.manager import METADATA_DIR_NAME
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class ClusterMetadata:
     """
 
     def __init__(self, data_dir: Path) -> None:
-        self._dir = Path(data_dir) / "__cluster_metadata"
+        self._dir = Path(data_dir) / METADATA_DIR_NAME
         self._dir.mkdir(parents=True, exist_ok=True)
         self._path = self._dir / "metadata.json"
         self.cluster_id = ""

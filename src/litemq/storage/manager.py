@@ -29,6 +29,10 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
+METADATA_DIR_NAME = "__cluster_metadata"
+"""The broker's metadata directory inside the data dir: not a partition log."""
+
+
 class LogManager:
     """Opens, creates and deletes the :class:`PartitionLog`\\ s under ``data_dir``."""
 
@@ -44,7 +48,7 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         configs = configs or {}
         for entry in sorted(self.data_dir.iterdir()):
-            if not entry.is_dir():
+            if not entry.is_dir() or entry.name == METADATA_DIR_NAME:
                 continue
             key = parse_partition_dir_name(entry.name)
             if key is None:
