@@ -9,8 +9,9 @@ operator state) leaves the same result:
   template_id``): each partition file is read, merged (last version wins) and atomically
   replaced. Re-applying a batch writes the same values again.
 - ``OUT/alerts/batch-<id>.parquet``: one file per micro-batch, overwritten on a re-run.
-- Topics: ``log-metrics`` (window/template rows as JSON, keyed ``source|window|...`` so a
-  compacted topic keeps the latest version) and ``alerts``. A marker file
+- Topics: ``log-metrics`` (window/template rows as JSON, keyed ``source|window|...``; created
+  compacted, so it keeps the latest version of each row) and ``alerts``; record timestamps are
+  the produce time. A marker file
   ``OUT/_sinks/batch-<id>.produced`` is written once the records of a batch are acknowledged
   (idempotent producer, acks=all); a re-run of a batch with a marker does not produce again.
   Only a crash between the acknowledgement and the marker write can repeat a batch's records
@@ -123,6 +124,8 @@ class Sinks:
         if self._producer is None:
             from confluent_kafka import Producer
 
+            self._ensure_topics()
+
             self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
                                        "linger.ms": 20, "compression.type": "none", "log_level": 3})
         p = self._producer
@@ -149,17 +152,35 @@ class Sinks:
                 ws = doc.get("window_start", "")
                 key = "|".join(str(x) for x in (doc.get("source"), ws, kind, doc.get("level", ""),
                                                doc.get("template_id", ""), doc.get("alert_type", "")))
-                ts = int(pd.Timestamp(ws).timestamp() * 1000) if ws else None
                 while True:
                     try:
-                        p.produce(topic, json.dumps(doc).encode(), key=key.encode(), headers=hdr,
-                                  on_delivery=cb, **({"timestamp": ts} if ts else {}))
+                        p.produce(topic, json.dumps(doc).encode(), key=key.encode(), headers=hdr, on_delivery=cb)
                         break
                     except BufferError:
                         p.poll(0.05)
         left = p.flush(60)
         if left or errors:
             raise RuntimeError(f"producing batch {batch_id}: {left} undelivered, errors: {errors[:3]}")
+
+    def _ensure_topics(self) -> None:
+        """Create the output topics if missing: ``log-metrics`` compacted (a keyed changelog of
+        window rows: the latest version per key is what counts), ``alerts`` with broker defaults.
+        Records carry the produce time, not the (possibly years old) window time, so time
+        retention applies to when they were written."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        existing = set(admin.list_topics(timeout=10).topics)
+        new = [NewTopic(t, num_partitions=-1, replication_factor=-1, config=cfg)
+               for t, cfg in ((self.metrics_topic, {"cleanup.policy": "compact"}), (self.alerts_topic, {}))
+               if t not in existing]
+        if new:
+            for _t, fut in admin.create_topics(new, operation_timeout=10).items():
+                try:
+                    fut.result(timeout=30)
+                except Exception as exc:
+                    if "exist" not in str(exc).lower():
+                        raise
 
     def close(self) -> None:
         if self._producer is not None:
