@@ -9,7 +9,7 @@ from litemq.raft import node as raft_node
 from litemq.raft.sim import Simulation, Violation, config_for, main, run_seed
 
 CI_SEEDS = 300
-CI_STEPS = 2000
+CI_STEPS = 1500
 CHUNK = 50
 
 
