@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from spark_helpers import consume_all
 
@@ -43,7 +44,7 @@ def test_batch_read_offset_range(spark, broker):
 def test_batch_read_headers_timestamps_and_starting_timestamp(spark, broker):
     topic = broker.create_topic(partitions=1)
     p = broker.producer()
-    base = 1_700_000_000_000
+    base = (int(time.time()) - 3600) * 1000  # recent: old timestamps would fall to time retention
     for i in range(100):
         p.produce(topic, key=None if i % 10 == 0 else f"k{i}".encode(), value=f"v{i}".encode(),
                   timestamp=base + i * 1000, headers=[("n", str(i).encode()), ("empty", None)])
