@@ -129,6 +129,11 @@ def _run_job(bootstrap, patterns, output, once, engine, max_offsets, interval):
     from litemq.pipeline.job import run_pipeline
 
     stop = threading.Event()
+    try:  # SIGTERM/Ctrl-C stop between micro-batches (the Spark engine installs its own handlers)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda _s, _f: stop.set())
+    except ValueError:
+        pass
 
     def on_batch(batch_id, counts):
         if counts:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -182,9 +183,17 @@ def _run_spark(spark, bootstrap, patterns, out, once, cfg, sinks, res, stop, max
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{interval_s} seconds")
     q = w.start()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    interrupted = threading.Event()
+    restore = {}
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C/SIGTERM only set a flag: the query is stopped between micro-batches below.
+        # (PySpark's own SIGINT handler calls into py4j from inside the signal handler, which
+        # breaks the py4j call in progress.)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            restore[sig] = signal.signal(sig, lambda _s, _f: interrupted.set())
     try:
         while q.isActive:
-            if stop is not None and stop.is_set():
+            if interrupted.is_set() or (stop is not None and stop.is_set()):
                 res.stopped_by_user = True
                 break
             if deadline is not None and time.monotonic() > deadline:
@@ -194,9 +203,27 @@ def _run_spark(spark, bootstrap, patterns, out, once, cfg, sinks, res, stop, max
         res.stopped_by_user = True
     finally:
         if q.isActive:
-            q.stop()
+            _stop_between_batches(q, interrupted, lambda: res.batches)
+        for sig, h in restore.items():
+            signal.signal(sig, h)
     if q.exception() is not None:
         raise RuntimeError(f"streaming query failed: {q.exception()}")
+
+
+def _stop_between_batches(q, interrupted: threading.Event, batches_done, wait_s: float = 120.0) -> None:
+    """Let the running micro-batch finish its sinks, then stop the query (``StreamingQuery.stop``
+    cancels a batch in progress: safe for exactly-once, since the batch is re-run on restart, but
+    noisy). A second Ctrl-C stops at once."""
+    interrupted.clear()
+    n0 = batches_done()
+    deadline = time.monotonic() + wait_s
+    try:
+        while q.isActive and time.monotonic() < deadline and not interrupted.is_set():
+            if not q.status.get("isTriggerActive", False) or batches_done() > n0:
+                break
+            time.sleep(0.05)
+    finally:
+        q.stop()
 
 
 # ---------------------------------------------------------------------------------------------
