@@ -210,6 +210,7 @@ def demo(paths, output, engine, keep_broker):
 
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / ".gitignore").write_text("# litemq demo output\n*\n")   # never committed by accident
     if engine == "spark" and not connector_available():
         err.print("[yellow]the PySpark connector format('litemq') is not installed yet; running the same analysis "
                   "with --engine local[/]")
