@@ -98,6 +98,8 @@ class ColumnBuilder:
         Returns the offset right after the last whole batch seen (control and aborted batches
         included), or -1 if the blob holds no whole batch. Raises CorruptRecordError.
         """
+        if not blob:
+            return -1
         mv = blob if type(blob) is memoryview else memoryview(blob)
         next_offset = -1
         for pos, h in R.iter_batches(mv, allow_trailing_partial=True):
