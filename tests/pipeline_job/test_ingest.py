@@ -123,3 +123,19 @@ def test_cli_ingest_rate(broker, tmp_path, prefix):
     assert "ingested 20 lines" in r.stderr
     assert time.monotonic() - t0 >= 0.45             # 20 lines at 40 lines/s
     assert len(read_topic(broker.bootstrap_servers, prefix + "r")) == 20
+
+
+def test_speed_replay_merges_sources_in_time_order(broker, tmp_path, prefix):
+    def line(sec, tag):
+        return f"081109 2036{sec:02d} 1 INFO dfs.DataNode: {tag} at {sec}".encode()
+
+    (tmp_path / "a.log").write_bytes(b"\n".join(line(s, "a") for s in (0, 4, 8)) + b"\n")
+    (tmp_path / "b.log").write_bytes(b"\n".join(line(s, "b") for s in (2, 6)) + b"\n")
+    topic = prefix + "merged"
+    t0 = time.monotonic()
+    ingest([str(tmp_path / "a.log"), str(tmp_path / "b.log")], broker.bootstrap_servers, single_topic=topic,
+           speed=10.0)                                 # 8 s of log time at 10x = 0.8 s
+    took = time.monotonic() - t0
+    assert 0.7 <= took < 10, took
+    msgs = read_topic(broker.bootstrap_servers, topic)
+    assert [m.value().split(b": ")[1] for m in msgs] == [b"a at 0", b"b at 2", b"a at 4", b"b at 6", b"a at 8"]
