@@ -124,3 +124,15 @@ def test_offset_for_leader_epoch(shared_broker, topic):
 
         assert ask(0) == (0, 0, 3)      # the current epoch ends at the log end offset
         assert ask(7) == (0, -1, -1)    # an epoch newer than any known: undefined
+
+
+def test_list_offsets_max_timestamp(shared_broker, topic):
+    """ListOffsets v7+ with timestamp -3 (KIP-734): the batch with the largest timestamp."""
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        base = 1_700_000_000_000
+        for ts in (base + 5000, base + 9000, base + 1000):
+            produce(c, topic, [(b"k", b"v", (), ts)])
+        resp = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -3}]}]})
+        p = resp.topics[0].partitions[0]
+        assert (p.error_code, p.offset, p.timestamp) == (0, 1, base + 9000)

@@ -512,6 +512,18 @@ class PartitionLog:
                 return None
         return _first_record_at_or_after(data, h, timestamp_ms, start)
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the batch holding the largest timestamp in the log
+        (ListOffsets with timestamp -3, KIP-734); the offset is that batch's last offset, as
+        recorded in the segment's time index. ``None`` for a log with no timestamped batch."""
+        with self._lock:
+            best: tuple[int, int] | None = None
+            for seg in self._segments[self._segment_index_for(self.log_start_offset):]:
+                seg.ensure_indexes()
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+            return best
+
     # ================================================================== flush
     def flush(self) -> None:
         """fsync everything appended so far (group commit; safe from any thread).

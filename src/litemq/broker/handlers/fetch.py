@@ -134,10 +134,10 @@ def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
-        found = p.log.max_timestamp_offset() if hasattr(p.log, "max_timestamp_offset") else None
-        if found is None:
+        found = p.log.max_timestamp_offset()
+        if found is None or found[0] >= hw:
             return -1, -1
-        return found[0], found[1]
+        return found
     found = p.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= hw:
         return -1, -1

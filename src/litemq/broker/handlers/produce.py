@@ -23,7 +23,7 @@ def _error(index: int, code: int, message: str | None = None) -> dict:
             "log_start_offset": -1, "record_errors": [], "error_message": message}
 
 
-def _append_one(runtime, topic: str, index: int, records, acks: int, transactional: bool):
+def _append_one(runtime, topic: str, index: int, records, acks: int):
     """Append one partition's records; returns (response dict, partition, next offset | None)."""
     info = runtime.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.num_partitions:
@@ -64,13 +64,12 @@ def handle_produce(ctx, req):
             _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS) for pd in t.partition_data]}
             for t in req.topic_data]
         return {"responses": responses, "throttle_time_ms": 0}
-    transactional = req.transactional_id is not None
     responses = []
     waits: list[tuple[dict, object, int]] = []
     for t in req.topic_data:
         parts = []
         for pd in t.partition_data:
-            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks, transactional)
+            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks)
             parts.append(resp)
             if acks == -1 and p is not None:
                 waits.append((resp, p, next_offset))
