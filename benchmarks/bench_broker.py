@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,20 +28,15 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from litemq.testing.machine import describe_machine
 from litemq.testing.process import BrokerProcess
 
 PARTITIONS = 3
 
 
 def machine() -> str:
-    cpu = "?"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     disk = subprocess.run(["df", "-h", "/tmp"], capture_output=True, text=True).stdout.splitlines()[-1].split()[0]
-    return f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, /tmp on {disk}, Python {platform.python_version()}"
+    return f"{describe_machine()}, /tmp on {disk}"
 
 
 def pct(values: list[float], q: float) -> float:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from litemq.testing.machine import describe_machine
 from litemq.protocol.records import build_batch, read_batch_header
 from litemq.storage.config import LogConfig
 from litemq.storage.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
@@ -128,15 +128,7 @@ def bench_recovery(path: Path, gb: float, batch: bytearray) -> dict[str, float]:
 
 
 def machine() -> str:
-    cpu = "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return describe_machine()
 
 
 def disk(path: Path) -> str:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import re
 import statistics
@@ -31,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
+from litemq.testing.machine import describe_machine
 from litemq.pipeline.demo_data import access_log_path
 from litemq.pipeline.ingest import Ingester, ingest
 from litemq.pipeline.job import run_pipeline
@@ -53,17 +52,7 @@ def make_access_log(path: Path, copies: int) -> int:
 
 
 def machine() -> str:
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem:.1f} GiB RAM, "
-            f"Python {platform.python_version()}")
+    return describe_machine()
 
 
 def bench_throughput(bs: str, work: Path, copies: int, per_trigger: int, engine: str) -> dict:

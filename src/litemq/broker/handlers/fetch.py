@@ -12,7 +12,6 @@ partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms`
 
 from __future__ import annotations
 
-import asyncio
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
