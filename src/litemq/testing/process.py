@@ -44,14 +44,18 @@ class BrokerProcess:
         data_dir: the broker's log directory (kept across restarts).
         port: listen port; 0 picks a free one once (kept across restarts).
         overrides: broker settings by Kafka name (``{"num.partitions": "3"}``).
+        log_path: file receiving the broker's stdout and stderr (appended across restarts).
+        extra_args: more ``litemq serve`` arguments, appended after the others (e.g. the
+            cluster options ``["--node-id", "2", "--rpc-listen", ..., "--peers", ...]``).
     """
 
     def __init__(self, data_dir: str | Path, port: int = 0, overrides: dict[str, str] | None = None,
-                 log_path: str | Path | None = None) -> None:
+                 log_path: str | Path | None = None, extra_args: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{self.port}.log"
+        self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -63,6 +67,7 @@ class BrokerProcess:
                 "--listen", f"127.0.0.1:{self.port}"]
         for k, v in self.overrides.items():
             args += ["-o", f"{k}={v}"]
+        args += self.extra_args
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
