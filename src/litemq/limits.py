@@ -75,3 +75,22 @@ COORDINATOR_NOT_AVAILABLE."""
 
 MAX_GROUP_MEMBERS = 10_000
 """Members (and, separately, KIP-394 pending member ids) of one group: GROUP_MAX_SIZE_REACHED."""
+
+# --- broker-to-broker transport (litemq.cluster) ---
+MAX_RPC_FRAME_BYTES = 128 * 1024 * 1024
+"""Largest broker-to-broker frame (kind byte + body), sent or accepted (litemq.cluster.codec)."""
+
+MAX_RAFT_MESSAGES_PER_FRAME = 100_000
+"""Largest number of Raft messages (all groups together) in one FRAME_RAFT."""
+
+MAX_RAFT_ENTRIES_PER_FRAME = 1_000_000
+"""Largest number of log entries (all Append messages together) in one FRAME_RAFT."""
+
+MAX_GROUP_ID_BYTES = 512
+"""Largest Raft group id (UTF-8 bytes) on the broker-to-broker wire."""
+
+MAX_CLUSTER_ID_BYTES = 256
+"""Largest cluster id (UTF-8 bytes) in a FRAME_HELLO."""
+
+MAX_RPC_JSON_BYTES = 64 * 1024 * 1024
+"""Largest JSON document (UTF-8 bytes) in one broker RPC request or response."""
