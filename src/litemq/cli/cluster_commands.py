@@ -1,0 +1,292 @@
+"""``litemq cluster start|stop|status``: a local multi-process replicated cluster for development.
+
+``start`` runs N detached ``litemq serve`` processes on 127.0.0.1 (node i: client port
+``BASE+i-1``, RPC port ``BASE+100+i-1``, data in ``DIR/node-<i>``, output in
+``DIR/node-<i>/broker.log``), records them in ``DIR/cluster.json``, waits until a metadata
+leader sees all N brokers live and prints the bootstrap servers. ``stop`` sends SIGTERM to the
+recorded processes and waits for them; ``status`` asks the brokers' RPC ``status`` and shows the
+brokers, the metadata group and every partition's leader, epoch, replicas, high watermark, log
+end offset and largest replica lag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from litemq.cli.main import CliError, _parse_kv
+from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
+
+STATE_FILE = "cluster.json"
+DEFAULT_DIR = "litemq-cluster"
+RPC_PORT_OFFSET = 100
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def data_dir_option(f):
+    return click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR,
+                        show_default=True, help="Directory of the cluster (node-<id>/ and cluster.json).")(f)
+
+
+# ------------------------------------------------------------------ process bookkeeping
+def _is_our_broker(pid: int) -> bool:
+    """True when ``pid`` is a running (not zombie) ``litemq ... serve`` process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _pid_exists(pid)  # no /proc (macOS): trust the recorded pid
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X") and b"serve" in cmdline and any(b"litemq" in a for a in cmdline)
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _load_state(data_dir: Path) -> dict:
+    path = data_dir / STATE_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CliError(f"no cluster in {data_dir} ({path} not found); start one with 'litemq cluster start'") from None
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def _write_state(data_dir: Path, state: dict) -> None:
+    path = data_dir / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _terminate(pids: list[int], timeout_s: float) -> list[int]:
+    """SIGTERM every pid that is one of our brokers, wait up to ``timeout_s`` seconds for all of
+    them to end; returns the pids still running then."""
+    running = [pid for pid in pids if _is_our_broker(pid)]
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout_s
+    while running and time.monotonic() < deadline:
+        time.sleep(0.1)
+        running = [pid for pid in running if _is_our_broker(pid)]
+    return running
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        if _is_our_broker(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _log_tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+# ------------------------------------------------------------------ commands
+@click.group()
+def cluster() -> None:
+    """Run a local replicated cluster (start, stop) and show its state (status)."""
+
+
+@cluster.command("start")
+@click.option("-n", "--nodes", "n", type=click.IntRange(1, 99), default=3, show_default=True,
+              help="Number of brokers (node ids 1..N, all metadata voters).")
+@click.option("--base-port", type=click.IntRange(1, 65535 - RPC_PORT_OFFSET - 99), default=9092, show_default=True,
+              help=f"Client port of node 1; node i uses BASE+i-1, its RPC port BASE+{RPC_PORT_OFFSET}+i-1.")
+@data_dir_option
+@click.option("-o", "--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Broker setting for every node, e.g. -o broker.session.timeout.ms=2000 (repeatable).")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for a metadata leader with all brokers live.")
+def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
+    """Start N brokers in the background and wait until the cluster is ready."""
+    settings = _parse_kv(overrides, "--override")
+    data_dir = data_dir.resolve()
+    if (data_dir / STATE_FILE).exists():
+        old = _load_state(data_dir)
+        alive = [nd["pid"] for nd in old.get("nodes", []) if _is_our_broker(nd["pid"])]
+        if alive:
+            raise CliError(f"a cluster from {data_dir} is running (pids {', '.join(map(str, alive))}); "
+                           f"'litemq cluster stop --data-dir {data_dir}' first")
+    ids = range(1, n + 1)
+    ports = {i: base_port + i - 1 for i in ids}
+    rpc_ports = {i: base_port + RPC_PORT_OFFSET + i - 1 for i in ids}
+    busy = sorted(p for p in [*ports.values(), *rpc_ports.values()] if not port_is_free(p))
+    if busy:
+        raise CliError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} already in use; "
+                       f"choose another --base-port")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    nodes = []
+    for i in ids:
+        node_dir = data_dir / f"node-{i}"
+        node_dir.mkdir(exist_ok=True)
+        log_path = node_dir / "broker.log"
+        args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(node_dir),
+                "--listen", f"{HOST}:{ports[i]}", *cluster_args(i, rpc_ports, HOST)]
+        for k, v in settings.items():
+            args += ["-o", f"{k}={v}"]
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # detached: survives this command and Ctrl-C
+        nodes.append({"node_id": i, "pid": proc.pid, "host": HOST, "port": ports[i], "rpc_port": rpc_ports[i],
+                      "data_dir": str(node_dir), "log": str(log_path)})
+    bootstrap = ",".join(f"{HOST}:{ports[i]}" for i in ids)
+    _write_state(data_dir, {"nodes": nodes, "bootstrap_servers": bootstrap, "overrides": settings,
+                            "started_at": time.time()})
+    console.print(f"started {n} broker{'s' if n > 1 else ''} (logs in {data_dir}/node-<id>/broker.log); "
+                  f"waiting for the cluster ...")
+
+    def check() -> None:
+        for nd in nodes:
+            if not _is_our_broker(nd["pid"]):
+                _fail(f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n"
+                      f"{_log_tail(Path(nd['log']))}")
+
+    def _fail(message: str) -> None:
+        pids = [nd["pid"] for nd in nodes]
+        _kill(_terminate(pids, 10.0))
+        (data_dir / STATE_FILE).unlink(missing_ok=True)
+        raise CliError(message)
+
+    try:
+        view = wait_cluster_ready(lambda: {nd["node_id"]: (HOST, nd["rpc_port"]) for nd in nodes}, n, timeout_s,
+                                  check)
+    except TimeoutError as exc:
+        _fail(f"{exc}; brokers stopped, see the logs in {data_dir}/node-<id>/broker.log")
+    leader = (view.get("metadata") or {}).get("leader_id")
+    console.print(f"cluster ready: {n} live broker{'s' if n > 1 else ''}, metadata leader {leader}")
+    console.print(f"bootstrap servers: [bold]{bootstrap}[/]")
+    console.print(f"  export LITEMQ_BOOTSTRAP_SERVER={bootstrap}", highlight=False)
+
+
+@cluster.command("stop")
+@data_dir_option
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for a clean shutdown before SIGKILL.")
+def cluster_stop(data_dir, timeout_s) -> None:
+    """Stop the brokers started by 'litemq cluster start' (SIGTERM, then wait)."""
+    data_dir = data_dir.resolve()
+    state = _load_state(data_dir)
+    pids = [nd["pid"] for nd in state.get("nodes", [])]
+    running = [pid for pid in pids if _is_our_broker(pid)]
+    left = _terminate(running, timeout_s)
+    if left:
+        _kill(left)
+        console.print(f"[yellow]warning:[/] pid{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} "
+                      f"did not stop within {timeout_s:g}s and {'were' if len(left) > 1 else 'was'} killed")
+    (data_dir / STATE_FILE).unlink(missing_ok=True)
+    console.print(f"stopped {len(running)} broker{'s' if len(running) != 1 else ''} (data kept in {data_dir})")
+
+
+@cluster.command("status")
+@data_dir_option
+@click.option("-a", "--all", "show_internal", is_flag=True, help="Include internal topics (__consumer_offsets).")
+@click.option("--timeout", "timeout_s", type=float, default=2.0, show_default=True,
+              help="Seconds to wait for each broker's answer.")
+def cluster_status(data_dir, show_internal, timeout_s) -> None:
+    """Brokers, metadata leader and per-partition leaders, offsets and replica lag."""
+    data_dir = data_dir.resolve()
+    state = _load_state(data_dir)
+    nodes = {nd["node_id"]: nd for nd in state.get("nodes", [])}
+    statuses = {nid: ask_status(nd["host"], nd["rpc_port"], timeout_s) for nid, nd in sorted(nodes.items())}
+    answered = {nid: st for nid, st in statuses.items() if st is not None}
+    if not answered:
+        addrs = ", ".join(f"{HOST}:{nd['rpc_port']}" for nd in nodes.values())
+        raise CliError(f"no broker of the cluster in {data_dir} answers on its RPC port ({addrs})")
+    # the metadata leader's view of brokers is authoritative; otherwise the highest term's
+    by_term = sorted(answered.values(), key=lambda st: (st.get("metadata") or {}).get("term", -1), reverse=True)
+    md = by_term[0].get("metadata") or {}
+    view = answered.get(md.get("leader_id")) or by_term[0]
+    md = view.get("metadata") or md
+    _print_brokers(nodes, statuses, view)
+    leader = md.get("leader_id")
+    console.print(f"metadata: leader [bold]{leader if leader is not None else 'none'}[/], term {md.get('term')}, "
+                  f"commit index {md.get('commit_index')}, voters {_ids(md.get('voters') or [])}"
+                  + (f", cluster id {view['cluster_id']}" if view.get("cluster_id") else ""))
+    _print_partitions(answered, show_internal)
+
+
+def _ids(ids) -> str:
+    return ",".join(map(str, ids)) or "-"
+
+
+def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], view: dict) -> None:
+    known = {b.get("node_id"): b for b in view.get("brokers") or []}
+    table = Table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", title="brokers", title_justify="left")
+    for nid in sorted(set(nodes) | set(known)):
+        nd, b = nodes.get(nid, {}), known.get(nid)
+        address = f"{b['host']}:{b['port']}" if b else f"{nd.get('host')}:{nd.get('port')}"
+        if nd:
+            process = "running" if _is_our_broker(nd["pid"]) else "[red]exited[/]"
+            if statuses.get(nid) is None and process == "running":
+                process = "[yellow]not answering[/]"
+        else:
+            process = "-"
+        live = "[green]yes[/]" if b and b.get("live") else "[red]no[/]"
+        table.add_row(str(nid), address, f"{HOST}:{nd['rpc_port']}" if nd else "-", str(nd.get("pid", "-")),
+                      process, live)
+    console.print(table)
+
+
+def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
+    leaders = claimed_leaders(statuses.values())
+    seen: dict[tuple[str, int], dict] = {}
+    for st in statuses.values():
+        for p in st.get("partitions") or []:
+            key = (p["topic"], int(p["partition"]))
+            if key not in seen or p.get("leader_epoch", -1) > seen[key].get("leader_epoch", -1):
+                seen[key] = p
+    keys = sorted(k for k in seen if show_internal or not k[0].startswith("__"))
+    if not keys:
+        console.print("no partitions" + ("" if show_internal else " (internal topics hidden; -a shows them)"))
+        return
+    table = Table("TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "HW", "LEO", "MAX LAG",
+                  title="partitions", title_justify="left")
+    for key in keys:
+        entry = leaders.get(key)
+        if entry is None:
+            p = seen[key]
+            table.add_row(key[0], str(key[1]), "[red]none[/]", str(p.get("leader_epoch", "-")),
+                          _ids(p.get("replicas") or []), "-", "-", "-")
+            continue
+        lag = {int(k): v for k, v in (entry.get("lag") or {}).items()}
+        if lag:
+            worst = max(lag, key=lambda r: lag[r])
+            max_lag = f"{lag[worst]} (node {worst})" if lag[worst] else "0"
+        else:
+            max_lag = "0"
+        table.add_row(key[0], str(key[1]), str(entry["leader_id"]), str(entry.get("leader_epoch", "-")),
+                      _ids(entry.get("replicas") or []), str(entry.get("high_watermark", "-")),
+                      str(entry.get("log_end_offset", "-")), max_lag)
+    console.print(table)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(cluster, "cluster")

@@ -1,0 +1,402 @@
+"""A local replicated LiteMQ cluster of real broker processes, for tests and tools.
+
+``LocalCluster`` runs ``n`` :class:`~litemq.testing.process.BrokerProcess` children with node
+ids ``1..n`` on loopback, every one a metadata voter (``--peers``), and offers the faults the
+fault tests need (SIGKILL, SIGSTOP/SIGCONT, restart) plus questions answered by the brokers'
+``status`` RPC: is there a metadata leader, which node leads a partition.
+
+The module-level helpers (:func:`cluster_args`, :func:`ask_status`, :func:`wait_cluster_ready`,
+:func:`claimed_leaders`) are shared with ``litemq cluster start|status``.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from litemq.testing.process import BrokerProcess, free_port
+
+HOST = "127.0.0.1"
+STATUS_TIMEOUT_S = 1.0
+"""How long one ``status`` RPC may take before that node counts as not answering (seconds)."""
+POLL_INTERVAL_S = 0.1
+
+
+def wait_for(pred: Callable[[], object], timeout_s: float, what: str | Callable[[], str],
+             interval_s: float = POLL_INTERVAL_S):
+    """Call ``pred`` every ``interval_s`` seconds until it returns something true; return that.
+
+    Raises:
+        TimeoutError: still false after ``timeout_s`` seconds; the message is ``what`` (or what
+            ``what()`` returns then) followed by the timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what() if callable(what) else what} (waited {timeout_s}s)")
+        time.sleep(interval_s)
+
+
+def peers_arg(rpc_ports: dict[int, int], host: str = HOST) -> str:
+    """The ``--peers`` value: ``1@host:rpc1,2@host:rpc2,...`` in node id order."""
+    return ",".join(f"{nid}@{host}:{rpc_ports[nid]}" for nid in sorted(rpc_ports))
+
+
+def cluster_args(node_id: int, rpc_ports: dict[int, int], host: str = HOST) -> list[str]:
+    """The cluster options of ``litemq serve`` for node ``node_id`` (every node a voter)."""
+    return ["--node-id", str(node_id), "--rpc-listen", f"{host}:{rpc_ports[node_id]}",
+            "--peers", peers_arg(rpc_ports, host)]
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """True when ``host:port`` can be bound right now."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base_port(n: int, rpc_offset: int = 100, lo: int = 15000, hi: int = 32000) -> int:
+    """A base port B with B..B+n-1 and B+rpc_offset..B+rpc_offset+n-1 all free a moment ago
+    (looked for below Linux's usual ephemeral range, 32768 up, which outgoing connections use).
+
+    Raises:
+        RuntimeError: no such block found after 200 tries.
+    """
+    import random
+
+    for _ in range(200):
+        base = random.randrange(lo, hi - rpc_offset - n)
+        if all(port_is_free(base + i) and port_is_free(base + rpc_offset + i) for i in range(n)):
+            return base
+    raise RuntimeError(f"no block of {n} free ports (+{rpc_offset}) found in {lo}..{hi}")
+
+
+def ask_status(host: str, rpc_port: int, timeout_s: float = STATUS_TIMEOUT_S) -> dict | None:
+    """The ``status`` RPC answer of the broker at ``host:rpc_port``, or None when it does not
+    answer within ``timeout_s`` seconds (down, paused, still starting, or a malformed answer)."""
+    from litemq.cluster.codec import rpc_call
+
+    try:
+        answer = rpc_call(host, rpc_port, {"op": "status"}, timeout_s=timeout_s)
+    except Exception:  # noqa: BLE001 - any failure means "no answer from that node"
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def ready_view(statuses: Iterable[dict], n: int) -> dict | None:
+    """The first status in ``statuses`` that names a metadata leader and ``n`` live brokers."""
+    for st in statuses:
+        md = st.get("metadata") or {}
+        live = [b for b in st.get("brokers") or [] if b.get("live")]
+        if md.get("leader_id") is not None and len(live) >= n:
+            return st
+    return None
+
+
+def wait_cluster_ready(rpc_addrs: Callable[[], dict[int, tuple[str, int]]], n: int, timeout_s: float = 30.0,
+                       check: Callable[[], None] | None = None) -> dict:
+    """Poll ``status`` until some node reports a metadata leader and ``n`` live brokers.
+
+    Args:
+        rpc_addrs: returns node id -> (host, rpc port) of the nodes worth asking now.
+        n: live brokers required.
+        timeout_s: seconds to wait.
+        check: called every round; may raise to give up early (e.g. a process exited).
+    Returns:
+        the status answer that showed readiness.
+    Raises:
+        TimeoutError: not ready within ``timeout_s`` (the message says what was last seen).
+    """
+    last: dict[int, dict | None] = {}
+
+    def ready():
+        nonlocal last
+        if check is not None:
+            check()
+        last = {nid: ask_status(h, p) for nid, (h, p) in rpc_addrs().items()}
+        return ready_view((st for st in last.values() if st), n)
+
+    return wait_for(ready, timeout_s, lambda: f"cluster not ready (want a metadata leader and {n} live brokers); "
+                                              f"last status per node: {_summary(last)}")
+
+
+def _summary(statuses: dict[int, dict | None]) -> str:
+    parts = []
+    for nid, st in sorted(statuses.items()):
+        if st is None:
+            parts.append(f"{nid}: no answer")
+            continue
+        md = st.get("metadata") or {}
+        live = sorted(b.get("node_id") for b in st.get("brokers") or [] if b.get("live"))
+        parts.append(f"{nid}: metadata leader {md.get('leader_id')} term {md.get('term')}, live brokers {live}")
+    return "; ".join(parts) or "no node to ask"
+
+
+def claimed_leaders(statuses: Iterable[dict]) -> dict[tuple[str, int], dict]:
+    """Per (topic, partition), the status entry of the node claiming leadership with the
+    highest ``leader_epoch`` (a deposed leader that has not noticed yet has a lower one);
+    ``entry["leader_id"]`` is set to the claiming node. Partitions nobody leads are absent."""
+    best: dict[tuple[str, int], dict] = {}
+    for st in statuses:
+        nid = st.get("node_id")
+        for p in st.get("partitions") or []:
+            if p.get("role") != "leader":
+                continue
+            key = (p["topic"], int(p["partition"]))
+            cur = best.get(key)
+            if cur is None or p.get("leader_epoch", -1) > cur.get("leader_epoch", -1):
+                best[key] = dict(p, leader_id=nid)
+    return best
+
+
+class LocalCluster:
+    """``n`` ``litemq serve`` processes forming one replicated cluster on 127.0.0.1.
+
+    Args:
+        base_dir: parent of the data dirs ``base_dir/node-<id>`` (each broker's stdout and
+            stderr go to ``base_dir/node-<id>/broker.log``).
+        n: number of brokers (node ids 1..n, all metadata voters).
+        overrides: broker settings by Kafka name, given to every broker
+            (``{"broker.session.timeout.ms": "2000"}``).
+        base_port: 0 = free ports picked once; otherwise node i listens for clients on
+            ``base_port + i - 1`` and for RPC on ``base_port + 100 + i - 1``.
+
+    Ports and data dirs are kept across restarts. Use as a context manager or call
+    :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, base_dir: str | Path, n: int = 3, overrides: dict[str, str] | None = None,
+                 base_port: int = 0) -> None:
+        if n < 1:
+            raise ValueError(f"a cluster needs at least one broker, not {n}")
+        self.base_dir = Path(base_dir)
+        self.n = n
+        ids = range(1, n + 1)
+        if base_port:
+            client_ports = {i: base_port + i - 1 for i in ids}
+            self.rpc_ports = {i: base_port + 100 + i - 1 for i in ids}
+        else:
+            taken: set[int] = set()
+            client_ports = {i: _distinct_free_port(taken) for i in ids}
+            self.rpc_ports = {i: _distinct_free_port(taken) for i in ids}
+        self.brokers: dict[int, BrokerProcess] = {
+            i: BrokerProcess(self.base_dir / f"node-{i}", port=client_ports[i], overrides=overrides,
+                             log_path=self.base_dir / f"node-{i}" / "broker.log",
+                             extra_args=cluster_args(i, self.rpc_ports))
+            for i in ids
+        }
+        self._paused: set[int] = set()
+
+    # ------------------------------------------------------------------ processes
+    def start(self, timeout_s: float = 30.0) -> "LocalCluster":
+        """Start every broker (all at once: none can finish starting without a quorum), then
+        :meth:`wait_ready`.
+
+        Raises:
+            RuntimeError: a broker did not open its client port within 30 s (its log tail is
+                in the message); the started brokers are killed.
+            TimeoutError: no metadata leader with ``n`` live brokers within ``timeout_s`` s.
+        """
+        with ThreadPoolExecutor(self.n) as pool:
+            futures = [pool.submit(b.start) for b in self.brokers.values()]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            self.kill_all()
+            raise errors[0]
+        self.wait_ready(timeout_s)
+        return self
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Clean shutdown (SIGTERM) of every running broker in parallel; a paused one is
+        resumed first, one still running after ``timeout_s`` seconds is SIGKILLed."""
+        for nid in list(self._paused):
+            self.resume(nid)
+
+        def stop_one(b: BrokerProcess) -> None:
+            try:
+                b.stop(timeout_s=timeout_s)
+            except subprocess.TimeoutExpired:
+                b.kill()
+
+        running = [b for b in self.brokers.values() if b.proc is not None]
+        if running:
+            with ThreadPoolExecutor(len(running)) as pool:
+                list(pool.map(stop_one, running))
+
+    def kill_all(self) -> None:
+        """SIGKILL every broker that runs (paused ones too)."""
+        for b in self.brokers.values():
+            b.kill()
+        self._paused.clear()
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def node(self, node_id: int) -> BrokerProcess:
+        """The process of broker ``node_id``. Raises KeyError for an unknown id."""
+        return self.brokers[node_id]
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker's client address, comma-separated (dead ones included)."""
+        return ",".join(self.brokers[i].bootstrap_servers for i in self.node_ids)
+
+    def live_ids(self) -> list[int]:
+        """Ids of brokers whose process runs and is not paused."""
+        return [i for i in self.node_ids if self.brokers[i].alive() and i not in self._paused]
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL broker ``node_id`` (no clean shutdown) and reap it."""
+        self.node(node_id).kill()
+        self._paused.discard(node_id)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP broker ``node_id``: it keeps its sockets but answers nothing."""
+        self.node(node_id).pause()
+        self._paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT broker ``node_id`` after :meth:`pause`."""
+        self.node(node_id).resume()
+        self._paused.discard(node_id)
+
+    def restart(self, node_id: int, timeout_s: float = 30.0) -> BrokerProcess:
+        """Start broker ``node_id`` again on its data dir and ports (SIGTERM first if it still
+        runs) and wait until the metadata leader reports it live.
+
+        Raises:
+            RuntimeError: it did not open its client port within 30 s.
+            TimeoutError: not reported live within ``timeout_s`` seconds.
+        """
+        if node_id in self._paused:
+            self.resume(node_id)
+        proc = self.node(node_id).restart()
+        self.wait_live(node_id, timeout_s)
+        return proc
+
+    # ------------------------------------------------------------------ questions
+    def status(self, node_id: int, timeout_s: float = 5.0) -> dict:
+        """The ``status`` RPC answer of broker ``node_id`` (see ``litemq.cluster``).
+
+        Raises:
+            whatever ``litemq.cluster.codec.rpc_call`` raises when the node does not answer
+            within ``timeout_s`` seconds (OSError, TimeoutError, ...).
+        """
+        from litemq.cluster.codec import rpc_call
+
+        return rpc_call(HOST, self.rpc_ports[node_id], {"op": "status"}, timeout_s=timeout_s)
+
+    def statuses(self, exclude: Iterable[int] = ()) -> dict[int, dict]:
+        """Status answers of the live brokers not in ``exclude`` that answer within 1 s."""
+        skip = set(exclude)
+        out = {}
+        for nid in self.live_ids():
+            if nid in skip:
+                continue
+            st = ask_status(HOST, self.rpc_ports[nid])
+            if st is not None:
+                out[nid] = st
+        return out
+
+    def wait_ready(self, timeout_s: float = 30.0) -> dict:
+        """Wait until some live broker reports a metadata leader and ``n`` live brokers.
+
+        Returns:
+            that broker's status answer.
+        Raises:
+            TimeoutError: not within ``timeout_s`` seconds (the last statuses are in the message).
+        """
+        return wait_cluster_ready(lambda: {i: (HOST, self.rpc_ports[i]) for i in self.live_ids()},
+                                  self.n, timeout_s)
+
+    def metadata_leader(self, timeout_s: float = 10.0) -> int:
+        """Id of the metadata leader (as the live brokers' highest term reports it).
+
+        Raises:
+            TimeoutError: no live broker names one within ``timeout_s`` seconds.
+        """
+        def leader():
+            best = None
+            for st in self.statuses().values():
+                md = st.get("metadata") or {}
+                if md.get("leader_id") is not None and (best is None or md.get("term", -1) > best[0]):
+                    best = (md.get("term", -1), md["leader_id"])
+            return best[1] if best is not None and best[1] in self.live_ids() else None
+
+        return wait_for(leader, timeout_s, lambda: f"no metadata leader among live brokers {self.live_ids()}")
+
+    def wait_live(self, node_id: int, timeout_s: float = 30.0) -> None:
+        """Wait until a broker that names a metadata leader reports ``node_id`` live.
+
+        Raises:
+            TimeoutError: not within ``timeout_s`` seconds.
+        """
+        def live() -> bool:
+            return any((st.get("metadata") or {}).get("leader_id") is not None
+                       and any(b.get("node_id") == node_id and b.get("live") for b in st.get("brokers") or [])
+                       for st in self.statuses().values())
+
+        wait_for(live, timeout_s, lambda: f"broker {node_id} not reported live; statuses: {_summary(self.statuses())}")
+
+    def leaders(self, exclude: Iterable[int] = ()) -> dict[tuple[str, int], dict]:
+        """Per (topic, partition), the status entry of its current leader as the live brokers
+        not in ``exclude`` claim it (highest leader epoch wins; see :func:`claimed_leaders`)."""
+        return claimed_leaders(self.statuses(exclude).values())
+
+    def leader_of(self, topic: str, partition: int, timeout_s: float = 10.0) -> int:
+        """Id of the live broker leading ``topic``/``partition`` (highest leader epoch claimed).
+
+        Raises:
+            TimeoutError: no live broker claims it within ``timeout_s`` seconds.
+        """
+        entry = wait_for(lambda: self.leaders().get((topic, partition)), timeout_s,
+                         lambda: f"no leader of {topic}-{partition} among live brokers {self.live_ids()}")
+        return entry["leader_id"]
+
+    def wait_leaders(self, topic: str, num_partitions: int, exclude: Iterable[int] = (),
+                     timeout_s: float = 15.0) -> dict[int, int]:
+        """Wait until partitions ``0..num_partitions-1`` of ``topic`` each have a leader that is
+        live and not in ``exclude``.
+
+        Returns:
+            partition -> leader id.
+        Raises:
+            TimeoutError: not within ``timeout_s`` seconds (the message lists the leaderless ones).
+        """
+        skip = set(exclude)
+        found: dict[int, int] = {}
+
+        def all_led():
+            nonlocal found
+            leaders = self.leaders(exclude=skip)
+            found = {p: leaders[(topic, p)]["leader_id"] for p in range(num_partitions) if (topic, p) in leaders}
+            return len(found) == num_partitions
+
+        wait_for(all_led, timeout_s, lambda: f"{topic}: partitions {sorted(set(range(num_partitions)) - set(found))} "
+                                             f"have no leader outside {sorted(skip)} (leaders so far: {found})")
+        return found
+
+
+def _distinct_free_port(taken: set[int]) -> int:
+    while True:
+        port = free_port()
+        if port not in taken:
+            taken.add(port)
+            return port
