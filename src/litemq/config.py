@@ -62,6 +62,18 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
 
+    # replicated cluster (litemq.cluster): empty ``controller_quorum_voters`` = single node
+    controller_quorum_voters: str = ""
+    """``1@host:rpcport,2@host:rpcport,...`` (Kafka's name; ``--peers``): the metadata voters."""
+    rpc_listen_host: str = "127.0.0.1"
+    rpc_listen_port: int = 0
+    broker_heartbeat_interval_ms: int = 500
+    broker_session_timeout_ms: int = 3000
+    raft_tick_ms: int = 100
+    raft_election_timeout_ms: int = 1000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 5000
+
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     request_timeout_ms: int = 30_000
 
@@ -71,6 +83,28 @@ class BrokerConfig:
     def advertised_listener(self) -> tuple[str, int]:
         """(host, port) clients are told to connect to."""
         return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
+
+    @property
+    def clustered(self) -> bool:
+        """True when this broker is one of a replicated cluster (``--peers`` given)."""
+        return bool(self.controller_quorum_voters.strip())
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """``controller.quorum.voters`` parsed: node id -> (host, rpc port).
+
+        Raises:
+            ValueError: an item is not ``ID@HOST:PORT``.
+        """
+        out: dict[int, tuple[str, int]] = {}
+        for item in self.controller_quorum_voters.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            node, sep, addr = item.partition("@")
+            if not sep or not node.strip().isdigit():
+                raise ValueError(f"bad peer {item!r}: expected ID@HOST:PORT")
+            out[int(node)] = parse_host_port(addr)
+        return out
 
     def log_config_defaults(self) -> dict[str, str]:
         """Broker-wide defaults of topic configs, as Kafka topic config names -> string values."""

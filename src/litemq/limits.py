@@ -94,3 +94,7 @@ MAX_CLUSTER_ID_BYTES = 256
 
 MAX_RPC_JSON_BYTES = 64 * 1024 * 1024
 """Largest JSON document (UTF-8 bytes) in one broker RPC request or response."""
+
+MAX_PEER_WRITE_BUFFER_BYTES = 64 * 1024 * 1024
+"""Bytes queued on one broker-to-broker connection before Raft messages for that peer are
+dropped (a paused or slow peer; Raft retransmits)."""

@@ -50,7 +50,14 @@ class BrokerRuntime:
         self.config = config
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="litemq-io")
-        self.metadata = ClusterMetadata(config.data_dir)
+        self.cluster = None
+        if config.clustered:
+            from litemq.cluster.manager import ClusterManager
+
+            self.cluster = ClusterManager(self)
+            self.metadata = self.cluster.image  # replaced when a snapshot is installed
+        else:
+            self.metadata = ClusterMetadata(config.data_dir)
         self.default_log_config = LogConfig.from_kafka_configs(
             {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
         self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
@@ -94,6 +101,9 @@ class BrokerRuntime:
         self.loop = asyncio.get_running_loop()
         self.replicas = ReplicaManager(self.loop, self.executor)
         logs = await self.loop.run_in_executor(self.executor, self.log_manager.load_all)
+        if self.cluster is not None:
+            await self.cluster.start(logs)
+            logs = {}
         for (topic, index), plog in logs.items():
             info = self.metadata.topics.get(topic)
             if info is None or index >= info.num_partitions:
@@ -102,8 +112,9 @@ class BrokerRuntime:
                 continue
             plog.update_config(self.log_config_for(info))
             self.replicas.add(topic, index, plog)
-        for info in self.metadata.topics.values():
-            self._ensure_partitions(info)
+        if self.cluster is None:
+            for info in self.metadata.topics.values():
+                self._ensure_partitions(info)
         register_all(self)
         self._server = await self.loop.create_server(
             lambda: Connection(self), self.config.listen_host, self.config.listen_port,
@@ -127,6 +138,8 @@ class BrokerRuntime:
             t.cancel()
         if self.coordinator is not None and hasattr(self.coordinator, "stop"):
             await self.coordinator.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         await self.loop.run_in_executor(self.executor, self.log_manager.close_all)
         self.executor.shutdown(wait=True)
         log.info("LiteMQ broker %d stopped cleanly", self.config.node_id)
@@ -230,9 +243,45 @@ class BrokerRuntime:
             if p is not None:
                 p.log.update_config(cfg)
 
+    # ------------------------------------------------------------ topics, either mode
+    async def create_topic_async(self, name: str, num_partitions: int, replication_factor: int,
+                                 configs: dict[str, str], internal: bool = False) -> TopicInfo:
+        """:meth:`create_topic` on a single broker; through the metadata leader in a cluster."""
+        if self.cluster is None:
+            return self.create_topic(name, num_partitions, replication_factor, configs, internal)
+        await self.cluster.admin("create_topic", name=name, num_partitions=num_partitions,
+                                 replication_factor=replication_factor, configs=configs, internal=internal)
+        return self.metadata.topics[name]
+
+    async def delete_topic_async(self, name: str) -> TopicInfo:
+        if self.cluster is None:
+            return self.delete_topic(name)
+        info = self.metadata.topics.get(name)
+        await self.cluster.admin("delete_topic", name=name)
+        return info
+
+    async def add_partitions_async(self, name: str, count: int) -> None:
+        if self.cluster is None:
+            return self.add_partitions(name, count)
+        await self.cluster.admin("create_partitions", name=name, count=count)
+
+    async def set_topic_configs_async(self, name: str, configs: dict[str, str]) -> None:
+        if self.cluster is None:
+            return self.set_topic_configs(name, configs)
+        self.validate_topic_configs(configs)
+        await self.cluster.admin("set_configs", name=name, configs=configs)
+
+    async def allocate_producer_id(self) -> int:
+        if self.cluster is None:
+            return self.metadata.allocate_producer_id()
+        return await self.cluster.allocate_producer_id()
+
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """Auto-create ``name`` if ``auto.create.topics.enable``; None when not allowed."""
         if not self.config.auto_create_topics_enable:
+            return None
+        if self.cluster is not None:
+            self.cluster.auto_create(name)  # in the background; Kafka answers LEADER_NOT_AVAILABLE meanwhile
             return None
         return self.create_topic(name, -1, -1, {})
 
@@ -241,11 +290,26 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------ cluster view
     def live_broker_count(self) -> int:
+        if self.cluster is not None:
+            return len(self.cluster.live_broker_endpoints())
         return 1
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        """(node_id, host, port) of every live broker, as advertised."""
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) clients are told to use for this broker."""
         host, port = self.config.advertised_listener
         if self.config.advertised_port is None:
             port = self.port
+        return host, port
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """(node_id, host, port) of every live broker, as advertised."""
+        if self.cluster is not None:
+            return self.cluster.live_broker_endpoints()
+        host, port = self.advertised()
         return [(self.config.node_id, host, port)]
+
+    def controller_id(self) -> int:
+        """The metadata leader in a cluster (Kafka's active controller); this node otherwise."""
+        if self.cluster is not None:
+            return self.cluster.metadata_leader()
+        return self.config.node_id

@@ -50,6 +50,13 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    is_leader = True
+    """A single broker leads every partition it hosts (ReplicatedPartition overrides this)."""
+
+    def in_sync_count(self) -> int:
+        """Replicas in sync (min.insync.replicas check of acks=all): 1 on a single broker."""
+        return 1
+
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
@@ -154,6 +161,10 @@ class ReplicaManager:
         self.loop = loop
         self.executor = executor
         self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def add_partition(self, p: Partition) -> Partition:
+        self.partitions[(p.topic, p.index)] = p
+        return p
 
     def add(self, topic: str, index: int, plog: PartitionLog) -> Partition:
         p = Partition(topic, index, plog, self)

@@ -51,6 +51,11 @@ def main() -> None:
 @click.option("--listen", default=None, help=f"HOST:PORT to listen on [default {DEFAULT_LISTEN}].")
 @click.option("--advertise", default=None, help="HOST:PORT clients are told to use (advertised.listeners).")
 @click.option("--node-id", type=int, default=None, help="This broker's id (node.id).")
+@click.option("--rpc-listen", default=None,
+              help="HOST:PORT for broker-to-broker Raft traffic (cluster mode).")
+@click.option("--peers", default=None, metavar="ID@HOST:PORT,...",
+              help="Every broker of the cluster with its --rpc-listen address (the metadata voters; "
+                   "Kafka's controller.quorum.voters). Without it the broker runs alone.")
 @click.option("--config", "config_file", type=click.Path(exists=True, path_type=Path), default=None,
               help="Java-style properties file with Kafka broker setting names.")
 @click.option("-o", "--override", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -60,8 +65,8 @@ def main() -> None:
               help="auto.create.topics.enable")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def serve(data_dir, listen, advertise, node_id, config_file, overrides, num_partitions, auto_create_topics,
-          log_level) -> None:
+def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, overrides, num_partitions,
+          auto_create_topics, log_level) -> None:
     """Run one broker in the foreground until SIGTERM/SIGINT (clean shutdown)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _parse_kv(overrides, "--override")
@@ -77,6 +82,18 @@ def serve(data_dir, listen, advertise, node_id, config_file, overrides, num_part
         cfg.advertised_host, cfg.advertised_port = parse_host_port(advertise)
     if node_id is not None:
         cfg.node_id = node_id
+    if peers is not None:
+        cfg.controller_quorum_voters = peers
+    try:
+        voters = cfg.quorum_voters()
+    except ValueError as exc:
+        raise CliError(f"--peers: {exc}") from None
+    if rpc_listen is not None:
+        cfg.rpc_listen_host, cfg.rpc_listen_port = parse_host_port(rpc_listen)
+    elif cfg.node_id in voters:
+        cfg.rpc_listen_host, cfg.rpc_listen_port = voters[cfg.node_id]
+    if voters and cfg.node_id not in voters:
+        raise CliError(f"--node-id {cfg.node_id} is not one of the --peers {sorted(voters)}")
     if num_partitions is not None:
         cfg.num_partitions = num_partitions
     if auto_create_topics is not None:

@@ -37,20 +37,26 @@ class TopicInfo:
     num_partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    assignments: list[list[int]] = field(default_factory=list)
+    """Replica node ids per partition (first = preferred leader); empty on a single node."""
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "topic_id": str(self.topic_id),
             "num_partitions": self.num_partitions,
             "configs": self.configs,
             "internal": self.internal,
         }
+        if self.assignments:
+            out["assignments"] = self.assignments
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "TopicInfo":
         return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]),
-                   dict(d.get("configs", {})), bool(d.get("internal", False)))
+                   dict(d.get("configs", {})), bool(d.get("internal", False)),
+                   [list(map(int, a)) for a in d.get("assignments", [])])
 
 
 def validate_topic_name(name: str) -> None:

@@ -95,6 +95,8 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()  # background stores, kept referenced until done
         self._stopped = False
+        self.loaded_partitions: set[int] = set()
+        """Cluster mode: offsets partitions led here whose groups are loaded."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -107,7 +109,12 @@ class GroupCoordinator:
         if info is not None:
             self.num_partitions = info.num_partitions
             for i in range(info.num_partitions):
-                self._load_partition(i)
+                if self.runtime.cluster is None:
+                    self._load_partition(i)
+                else:
+                    p = self.runtime.replicas.get(OFFSETS_TOPIC, i)
+                    if p is not None and getattr(p, "_announced", False):
+                        self.on_leadership(i, True)
         self._expiry_task = self.loop.create_task(self._expiry_loop())
 
     async def stop(self) -> None:
@@ -127,10 +134,16 @@ class GroupCoordinator:
     # ================================================================== offsets topic
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted, internal) on first use."""
-        if OFFSETS_TOPIC in self.runtime.metadata.topics:
+        info = self.runtime.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = info.num_partitions
             return
         rf = min(3, self.runtime.live_broker_count())
         configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
+        if self.runtime.cluster is not None:
+            self.runtime.cluster.auto_create(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, configs,
+                                             internal=True)
+            raise KafkaError(f"{OFFSETS_TOPIC} is being created", E.COORDINATOR_NOT_AVAILABLE)
         try:
             info = self.runtime.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, configs,
                                              internal=True)
@@ -154,9 +167,35 @@ class GroupCoordinator:
         except KafkaError as exc:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return E.COORDINATOR_NOT_AVAILABLE
-        if self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id or "")) is None:
+        index = self.partition_for(group_id or "")
+        p = self.runtime.replicas.get(OFFSETS_TOPIC, index)
+        if p is None or not p.is_leader:
             return E.NOT_COORDINATOR
+        if self.runtime.cluster is not None and index not in self.loaded_partitions:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
+
+    def on_leadership(self, index: int, leader: bool) -> None:
+        """This broker became (and committed everything before its term: ``leader``) or stopped
+        being the leader of ``__consumer_offsets`` partition ``index`` (Kafka
+        ``onElection``/``onResignation``): load or unload the groups it holds."""
+        if leader:
+            if index not in self.loaded_partitions:
+                self._load_partition(index)
+                self.loaded_partitions.add(index)
+            return
+        self.loaded_partitions.discard(index)
+        for group_id in [g for g in self.groups if self.partition_for(g) == index]:
+            group = self.groups.pop(group_id)
+            self._cancel_join_timer(group)
+            for t in group.pending_members.values():
+                t.cancel()
+            for m in group.members.values():
+                if m.heartbeat_timer is not None:
+                    m.heartbeat_timer.cancel()
+                self._complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+                self._complete_sync(m, SyncResult(E.NOT_COORDINATOR))
+        log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
         """Append records to the group's offsets partition; wait until they are committed.

@@ -20,7 +20,7 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def handle_create_topics(ctx, req) -> dict:
+async def handle_create_topics(ctx, req) -> dict:
     runtime = ctx.runtime
     out = []
     for t in req.topics:
@@ -38,8 +38,9 @@ def handle_create_topics(ctx, req) -> dict:
                 entry.update(num_partitions=t.num_partitions if t.num_partitions > 0 else runtime.config.num_partitions,
                              replication_factor=1)
             else:
-                info = runtime.create_topic(t.name, t.num_partitions, t.replication_factor, configs)
-                entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=1,
+                info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs)
+                rf = len(info.assignments[0]) if info.assignments else 1
+                entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
                                        "is_sensitive": False} for k, v in info.configs.items()])
         except KafkaError as exc:
@@ -48,7 +49,7 @@ def handle_create_topics(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "topics": out}
 
 
-def handle_delete_topics(ctx, req) -> dict:
+async def handle_delete_topics(ctx, req) -> dict:
     runtime = ctx.runtime
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -68,7 +69,7 @@ def handle_delete_topics(ctx, req) -> dict:
             info = runtime.metadata.topics.get(name)
             if info is not None and info.internal:
                 raise KafkaError("cannot delete an internal topic", ErrorCode.INVALID_REQUEST)
-            info = runtime.delete_topic(name)
+            info = await runtime.delete_topic_async(name)
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
@@ -76,7 +77,7 @@ def handle_delete_topics(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def handle_create_partitions(ctx, req) -> dict:
+async def handle_create_partitions(ctx, req) -> dict:
     runtime = ctx.runtime
     out = []
     for t in req.topics:
@@ -89,7 +90,7 @@ def handle_create_partitions(ctx, req) -> dict:
                 raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                  ErrorCode.INVALID_PARTITIONS)
             if not req.validate_only:
-                runtime.add_partitions(t.name, t.count)
+                await runtime.add_partitions_async(t.name, t.count)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
@@ -149,7 +150,7 @@ def handle_describe_configs(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _alter(ctx, req, incremental: bool) -> dict:
+async def _alter(ctx, req, incremental: bool) -> dict:
     runtime = ctx.runtime
     out = []
     for r in req.resources:
@@ -180,19 +181,19 @@ def _alter(ctx, req, incremental: bool) -> dict:
                     raise KafkaError(f"unknown config operation {op}", ErrorCode.INVALID_REQUEST)
             runtime.validate_topic_configs(new)
             if not req.validate_only:
-                runtime.set_topic_configs(r.resource_name, new)
+                await runtime.set_topic_configs_async(r.resource_name, new)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def handle_alter_configs(ctx, req) -> dict:
-    return _alter(ctx, req, incremental=False)
+async def handle_alter_configs(ctx, req) -> dict:
+    return await _alter(ctx, req, incremental=False)
 
 
-def handle_incremental_alter_configs(ctx, req) -> dict:
-    return _alter(ctx, req, incremental=True)
+async def handle_incremental_alter_configs(ctx, req) -> dict:
+    return await _alter(ctx, req, incremental=True)
 
 
 def handle_delete_records(ctx, req) -> dict:
@@ -205,6 +206,10 @@ def handle_delete_records(ctx, req) -> dict:
             p = runtime.replicas.get(t.name, dp.partition_index)
             if p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if runtime.cluster is not None and t.name in runtime.metadata.topics:
+                    entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif not p.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 offset = p.high_watermark if dp.offset == -1 else dp.offset
                 if offset < 0 or offset > p.high_watermark:

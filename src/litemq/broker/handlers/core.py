@@ -15,7 +15,32 @@ def handle_api_versions(ctx, req) -> dict:
     return ctx.runtime.api_versions_body()
 
 
+def _cluster_partition_entries(runtime, info) -> list[dict]:
+    cluster = runtime.cluster
+    live = {n for n, _, _ in runtime.brokers()}
+    out = []
+    for i, replicas in enumerate(info.assignments):
+        leader, epoch = cluster.leader_of(info.name, i)
+        p = runtime.replicas.get(info.name, i)
+        if p is not None and p.is_leader:
+            isr = p.in_sync_replicas()
+        else:
+            isr = [r for r in replicas if r in live]
+        out.append({
+            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": i,
+            "leader_id": leader,
+            "leader_epoch": epoch,
+            "replica_nodes": list(replicas),
+            "isr_nodes": isr,
+            "offline_replicas": [r for r in replicas if r not in live],
+        })
+    return out
+
+
 def _partition_entries(runtime, name: str, count: int) -> list[dict]:
+    if runtime.cluster is not None:
+        return _cluster_partition_entries(runtime, runtime.metadata.topics[name])
     node = runtime.config.node_id
     out = []
     for i in range(count):
@@ -69,6 +94,10 @@ def handle_metadata(ctx, req) -> dict:
                 except KafkaError as exc:
                     topics_out.append({"error_code": exc.code, "name": name, "partitions": []})
                     continue
+                if info is None and runtime.cluster is not None and runtime.config.auto_create_topics_enable:
+                    topics_out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name,
+                                       "partitions": []})
+                    continue
             if info is None:
                 topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "partitions": []})
@@ -78,7 +107,7 @@ def handle_metadata(ctx, req) -> dict:
         "throttle_time_ms": 0,
         "brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
         "cluster_id": meta.cluster_id,
-        "controller_id": runtime.config.node_id,
+        "controller_id": runtime.controller_id(),
         "topics": topics_out,
         "cluster_authorized_operations": INT32_MIN,
     }
@@ -92,7 +121,7 @@ def handle_describe_cluster(ctx, req) -> dict:
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": runtime.metadata.cluster_id,
-        "controller_id": runtime.config.node_id,
+        "controller_id": runtime.controller_id(),
         "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
         "cluster_authorized_operations": INT32_MIN,
     }

@@ -49,7 +49,13 @@ def _read_all(runtime, req, v: int, max_bytes: int):
             p = runtime.replicas.get(name, idx) if info is not None else None
             if p is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if (v >= 13 and info is None) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if info is not None and runtime.cluster is not None and 0 <= idx < info.num_partitions:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # another broker hosts it
                 parts_out.append(_partition_error(idx, code))
+                error_seen = True
+                continue
+            if not p.is_leader:
+                parts_out.append(_partition_error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 error_seen = True
                 continue
             if v >= 9:
@@ -155,6 +161,10 @@ def handle_list_offsets(ctx, req) -> dict:
                      "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if runtime.cluster is not None and t.name in runtime.metadata.topics:
+                    entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif not p.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif v >= 4 and (code := p.check_leader_epoch(lp.current_leader_epoch)):
                 entry["error_code"] = code
             else:
@@ -178,6 +188,8 @@ def handle_offset_for_leader_epoch(ctx, req) -> dict:
             entry = {"error_code": ErrorCode.NONE, "partition": ep.partition, "leader_epoch": -1, "end_offset": -1}
             if p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not p.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif ctx.version >= 2 and (code := p.check_leader_epoch(ep.current_leader_epoch)):
                 entry["error_code"] = code
             else:

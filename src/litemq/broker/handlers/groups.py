@@ -16,7 +16,7 @@ This module only translates versions; all group semantics live in :mod:`litemq.c
 
 from __future__ import annotations
 
-from litemq.coordinator.coordinator import GroupCoordinator
+from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from litemq.coordinator.group import GroupState
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.protocol.errors import ErrorCode as E
@@ -47,6 +47,8 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
     if key_type != KEY_TYPE_GROUP:
         out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return out
+    if runtime.cluster is not None:
+        return _find_one_in_cluster(runtime, key, out)
     err = _coord(ctx).coordinator_error(key, require_id=False)
     if err:
         out.update(error_code=err, error_message=E(err).name)
@@ -64,6 +66,23 @@ def handle_find_coordinator(ctx, req) -> dict:
     one = _find_one(ctx, req.key, key_type)
     del one["key"]
     return {"throttle_time_ms": 0, **one}
+
+
+def _find_one_in_cluster(runtime, key: str, out: dict) -> dict:
+    """The coordinator of a group is the leader of its ``__consumer_offsets`` partition."""
+    coord = runtime.coordinator
+    try:
+        coord.ensure_offsets_topic()
+    except Exception:
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="offsets topic is being created")
+        return out
+    leader, _ = runtime.cluster.leader_of(OFFSETS_TOPIC, coord.partition_for(key or ""))
+    endpoint = next((b for b in runtime.brokers() if b[0] == leader), None)
+    if endpoint is None:
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="no live leader of the offsets partition")
+        return out
+    out.update(node_id=endpoint[0], host=endpoint[1], port=endpoint[2])
+    return out
 
 
 # ---------------------------------------------------------------------- JoinGroup / SyncGroup

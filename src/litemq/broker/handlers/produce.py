@@ -37,9 +37,9 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
         return _error(index, ErrorCode.CORRUPT_MESSAGE, "empty records"), None, None
     if acks == -1:
         mir = int(info.configs.get("min.insync.replicas", runtime.config.min_insync_replicas))
-        if mir > runtime.live_broker_count():
+        if p.is_leader and mir > p.in_sync_count():
             return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                          f"min.insync.replicas={mir} but only {runtime.live_broker_count()} replica(s) live"), None, None
+                          f"min.insync.replicas={mir} but only {p.in_sync_count()} replica(s) in sync"), None, None
     try:
         if p.log.config.compact:
             for rec in decode_records(records):
@@ -96,7 +96,7 @@ async def _await_commit(body: dict, waits, timeout_ms: int) -> dict:
     return body
 
 
-def handle_init_producer_id(ctx, req) -> dict:
+async def handle_init_producer_id(ctx, req) -> dict:
     runtime = ctx.runtime
     if req.transactional_id is not None:
         # Transactions (KIP-98 transaction coordinator) are not implemented yet: say so clearly.
@@ -108,8 +108,12 @@ def handle_init_producer_id(ctx, req) -> dict:
         if epoch <= 32767:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
                     "producer_id": req.producer_id, "producer_epoch": epoch}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": runtime.metadata.allocate_producer_id(), "producer_epoch": 0}
+    try:
+        pid = await runtime.allocate_producer_id()
+    except KafkaError as exc:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if exc.code == ErrorCode.REQUEST_TIMED_OUT else exc.code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}
 
 
 def register(runtime) -> None:

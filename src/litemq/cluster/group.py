@@ -1,0 +1,352 @@
+"""One Raft group on one broker: a :class:`~litemq.raft.RaftNode` over a PartitionLog.
+
+Every replicated log in a cluster (each topic partition, and the ``__cluster_metadata``
+log) is one :class:`RaftGroup`. The Raft core is pure (:mod:`litemq.raft`); this module is
+the caller side of its Ready contract (docs/raft.md):
+
+1. install a snapshot (``truncate_fully_and_start_at``), truncate a divergent suffix
+   (``truncate_to``, the epoch cache follows), append entries as follower batches;
+2. persist the hard state (term, vote) and fsync the log in the broker's executor;
+3. send the messages (a leader's Append/Heartbeat go out at once: thesis §10.2.1 lets a
+   leader write its own log in parallel; votes and follower acks wait for the fsync);
+4. hand committed entries / the new high watermark to the owner, then ``advance``.
+
+Vocabulary: Raft log index = Kafka offset, term = the batches' ``partitionLeaderEpoch``,
+commit index + 1 = high watermark. The leader's produce path (:meth:`RaftGroup.leader_append`)
+appends the client's batches to the log first (offsets, epoch and producer sequences are
+checked and stamped by :meth:`PartitionLog.append`), then proposes one entry per batch with the
+stamped bytes as payload, so followers receive exactly the leader's bytes.
+
+Only one Ready per group is in flight; the next one is taken when the fsync of the previous one
+completes, which batches everything that arrived meanwhile (group commit).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable
+
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.records import build_control_batch, iter_batches
+from litemq.raft import (
+    Entry,
+    EntryKind,
+    HardState,
+    InstallSnapshot,
+    NotLeader,
+    ProposalDropped,
+    RaftConfig,
+    RaftNode,
+    Ready,
+    Snapshot,
+)
+from litemq.raft.messages import Append, Heartbeat, TimeoutNow
+from litemq.storage.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+
+RAFT_STATE_FILE = "raft-state.json"
+CONTROL_LEADER_CHANGE = 2
+"""Kafka ``ControlRecordType.LEADER_CHANGE``: the type of a new leader's no-op batch (as KRaft)."""
+
+_LEADER_MESSAGES = (Append, Heartbeat, TimeoutNow, InstallSnapshot)
+
+
+class PartitionLogView:
+    """:class:`litemq.raft.LogView` over a :class:`PartitionLog` and its leader-epoch cache.
+
+    ``stable_end`` is the log end offset the Raft core may rely on: entries it handed out in
+    a Ready and that were persisted. The physical log may be ahead of it (the leader's produce
+    path appends before the core's Ready is handled); the core never sees that tail here,
+    it holds those entries in its unstable tail.
+    """
+
+    def __init__(self, plog: PartitionLog, voters, snapshot_term: int | None = None) -> None:
+        self.plog = plog
+        self.stable_end = plog.log_end_offset
+        self.voters = frozenset(voters)
+        self.snapshot_term = snapshot_term
+        self.snapshot_data: bytes | None = None
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.plog.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.stable_end
+
+    def _start_term(self) -> int:
+        """Term of ``log_start_offset - 1`` (the snapshot term)."""
+        start = self.plog.log_start_offset
+        if start == 0:
+            return 0
+        cache = self.plog.leader_epoch_cache
+        e = cache.epoch_for_offset(start - 1)
+        if e >= 0:
+            return e
+        if self.snapshot_term is not None:
+            return self.snapshot_term
+        # Retention moved the log start and the cache was cut there: the first epoch is the
+        # best knowledge left (a mismatch only costs a snapshot install, never safety: offsets
+        # below the log start are committed everywhere).
+        return cache.epochs[0] if cache.epochs else 0
+
+    def term_at(self, offset: int) -> int | None:
+        start = self.plog.log_start_offset
+        if offset < start - 1 or offset >= self.stable_end:
+            return None
+        if offset == start - 1:
+            return self._start_term()
+        return max(self.plog.leader_epoch_cache.epoch_for_offset(offset), 0)
+
+    def end_offset_for_epoch(self, epoch: int) -> int:
+        start = self.plog.log_start_offset
+        if self._start_term() > epoch:
+            return start
+        cache = self.plog.leader_epoch_cache
+        i = bisect_right(cache.epochs, epoch)
+        if i >= len(cache.epochs):
+            return self.stable_end
+        return max(start, min(cache.start_offsets[i], self.stable_end))
+
+    def entries(self, start: int, end: int, max_bytes: int) -> list[Entry]:
+        end = min(end, self.stable_end)
+        if start >= end:
+            return []
+        data = self.plog.read_bytes(start, max(max_bytes, 1), max_offset=end, min_one_batch=True)
+        out: list[Entry] = []
+        prev_end = None
+        for pos, h in iter_batches(data):
+            nxt = h.base_offset + h.last_offset_delta + 1
+            if prev_end is None:
+                offset = h.base_offset if h.base_offset <= start else start
+            else:
+                offset = prev_end  # a compaction gap belongs to the next batch
+            size = h.batch_length + 12
+            kind = EntryKind.CONTROL if h.is_control else EntryKind.DATA
+            out.append(Entry(offset, max(h.partition_leader_epoch, 0), data[pos:pos + size], nxt - offset, kind))
+            prev_end = nxt
+        return out
+
+    def snapshot(self) -> Snapshot:
+        start = self.plog.log_start_offset
+        return Snapshot(start - 1, self._start_term(), self.voters, self.snapshot_data)
+
+
+class RaftGroup:
+    """A Raft group member backed by a PartitionLog.
+
+    Args:
+        host: the :class:`~litemq.cluster.manager.ClusterManager` (node id, executor, sending,
+            scheduling of :meth:`process`).
+        group_id: ``"topic-partition"`` or ``"__cluster_metadata"``.
+        plog: the replica's log.
+        voters: node ids of the replicas (Raft voters).
+        apply_entries: hand committed entries to ``on_ready`` (the metadata group).
+        on_ready: called with each handled :class:`Ready` before ``advance``.
+    """
+
+    def __init__(self, host, group_id: str, plog: PartitionLog, voters, *, apply_entries: bool = False,
+                 on_ready: Callable[[Ready], None] | None = None, election_timeout_ticks: int = 10) -> None:
+        self.host = host
+        self.group_id = group_id
+        self.plog = plog
+        self.closed = False
+        self.failed = False
+        state = self._read_state()
+        self.view = PartitionLogView(plog, voters, state.get("snapshot_term"))
+        commit = int(state.get("commit_index", -1))
+        if commit >= plog.log_end_offset:
+            log.warning("%s: persisted commit index %d beyond log end %d; using the log end",
+                        group_id, commit, plog.log_end_offset)
+            commit = plog.log_end_offset - 1
+        commit = max(commit, plog.log_start_offset - 1)
+        hs = HardState(int(state.get("term", 0)), state.get("voted_for"), commit)
+        self._saved_hs = hs
+        self._commit_dirty = False
+        self.on_ready = on_ready
+        cfg = RaftConfig(election_timeout_ticks=election_timeout_ticks, heartbeat_interval_ticks=1,
+                         apply_entries=apply_entries)
+        self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs)
+        self._persisting = False
+
+    # ------------------------------------------------------------ state file
+    @property
+    def _state_path(self) -> Path:
+        return self.plog.dir / RAFT_STATE_FILE
+
+    def _read_state(self) -> dict:
+        try:
+            return json.loads(self._state_path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s: unreadable %s (%s); starting from term 0", self.group_id, RAFT_STATE_FILE, exc)
+            return {}
+
+    def write_state(self, hs: HardState, sync: bool) -> None:
+        """Persist term, vote, commit index (and the snapshot term); fsync when ``sync``."""
+        body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
+                           "snapshot_term": self.view.snapshot_term}).encode()
+        path = self._state_path
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, body)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def checkpoint_commit(self) -> None:
+        """Lazily persist a moved commit index (no fsync; like Kafka's HW checkpoint)."""
+        if self._commit_dirty and not self.closed:
+            self._commit_dirty = False
+            try:
+                self.write_state(self.node.hard_state if not self._persisting else self._saved_hs, sync=False)
+            except OSError as exc:
+                log.warning("%s: cannot checkpoint the commit index: %s", self.group_id, exc)
+
+    # ------------------------------------------------------------ leader append
+    @property
+    def is_leader(self) -> bool:
+        return self.node.is_leader
+
+    def _materialize(self) -> None:
+        """Write entries the core holds beyond the physical log end (a new leader's no-op)."""
+        node, plog = self.node, self.plog
+        leo = plog.log_end_offset
+        if node.log_end_offset <= leo:
+            return
+        for e in node.entries(leo, node.log_end_offset):
+            if e.offset >= plog.log_end_offset:
+                self._write_entry(e)
+
+    def _write_entry(self, e: Entry) -> None:
+        payload = e.payload
+        if e.kind == EntryKind.CONTROL and not payload:
+            payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
+                                          control_type=CONTROL_LEADER_CHANGE, timestamp_ms=int(time.time() * 1000))
+        info = self.plog.append_as_follower(payload)
+        if info.first_offset != e.offset and info.first_offset > e.offset:
+            pass  # a compaction gap before the batch: the entry covers it
+
+    def leader_append(self, records: bytearray) -> AppendInfo:
+        """Append a produced records blob as leader and propose it (one entry per batch).
+
+        Raises:
+            KafkaError: NOT_LEADER_OR_FOLLOWER when not the leader (or handing leadership
+                over), plus everything :meth:`PartitionLog.append` raises.
+        """
+        node = self.node
+        if not node.is_leader or node.transferee is not None or self.failed:
+            raise KafkaError(f"{self.group_id}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._materialize()
+        if node.log_end_offset != self.plog.log_end_offset:
+            raise KafkaError(f"{self.group_id}: log not ready", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        info = self.plog.append(records, leader_epoch=node.term)
+        if info.duplicate:
+            return info
+        mv = memoryview(records)
+        try:
+            for pos, h in iter_batches(records):
+                size = h.batch_length + 12
+                node.propose(mv[pos:pos + size], count=h.last_offset_delta + 1)
+        except (NotLeader, ProposalDropped) as exc:  # checked above; kept for safety
+            self.plog.truncate_to(info.first_offset)
+            raise KafkaError(f"{self.group_id}: {exc}", ErrorCode.NOT_LEADER_OR_FOLLOWER) from None
+        self.host.mark_dirty(self)
+        return info
+
+    # ------------------------------------------------------------ Ready handling
+    def process(self) -> None:
+        """Take and handle one Ready if there is one and none is being persisted."""
+        if self._persisting or self.closed or self.failed:
+            return
+        node = self.node
+        if not node.has_ready():
+            return
+        rd = node.ready()
+        plog = self.plog
+        try:
+            if rd.snapshot is not None:
+                plog.truncate_fully_and_start_at(rd.snapshot.offset + 1)
+                self.view.snapshot_term = rd.snapshot.term
+                self.view.stable_end = rd.snapshot.offset + 1
+                if rd.snapshot.voters is not None:
+                    self.view.voters = rd.snapshot.voters
+            if rd.truncate_to is not None:
+                plog.truncate_to(rd.truncate_to)
+                self.view.stable_end = min(self.view.stable_end, plog.log_end_offset)
+            for e in rd.entries:
+                leo = plog.log_end_offset
+                if e.offset < leo:
+                    if e.end_offset <= leo and plog.leader_epoch_cache.epoch_for_offset(e.offset) == e.term:
+                        continue  # already written (leader produce path, or a no-op materialized)
+                    plog.truncate_to(e.offset)
+                self._write_entry(e)
+        except Exception as exc:  # storage failure: this replica stops; the others carry on
+            log.error("%s: cannot persist Raft entries: %s; replica goes offline", self.group_id, exc)
+            self.failed = True
+            return
+        hs = rd.hard_state
+        vote_changed = hs is not None and (hs.term != self._saved_hs.term or hs.voted_for != self._saved_hs.voted_for)
+        early = [m for m in rd.messages if isinstance(m, _LEADER_MESSAGES)]
+        late = [m for m in rd.messages if not isinstance(m, _LEADER_MESSAGES)]
+        if early:
+            self.host.send(self.group_id, early)
+        need_log_sync = bool(rd.entries or rd.snapshot is not None or rd.truncate_to is not None) and plog.config.durable
+        if need_log_sync or vote_changed:
+            self._persisting = True
+            fut = self.host.loop.run_in_executor(self.host.executor, self._sync, need_log_sync,
+                                                 hs if vote_changed else None)
+            fut.add_done_callback(lambda f: self._finish(rd, late, f))
+        else:
+            self._finish(rd, late, None)
+
+    def _sync(self, log_sync: bool, hs: HardState | None) -> None:
+        if log_sync:
+            self.plog.flush()
+        if hs is not None:
+            self.write_state(hs, sync=True)
+
+    def _finish(self, rd: Ready, late: list, fut) -> None:
+        self._persisting = False
+        if self.closed:
+            return
+        if fut is not None and fut.exception() is not None:
+            log.error("%s: fsync failed: %s; replica goes offline", self.group_id, fut.exception())
+            self.failed = True
+            return
+        if rd.entries:
+            self.view.stable_end = rd.entries[-1].end_offset
+        if late:
+            self.host.send(self.group_id, late)
+        if rd.hard_state is not None:
+            if rd.hard_state.term != self._saved_hs.term or rd.hard_state.voted_for != self._saved_hs.voted_for:
+                self._saved_hs = rd.hard_state
+            if rd.hard_state.commit_index != self._saved_hs.commit_index:
+                self._commit_dirty = True
+        if self.on_ready is not None:
+            try:
+                self.on_ready(rd)
+            except Exception:
+                log.exception("%s: Ready listener failed", self.group_id)
+        self.node.advance(rd)
+        self.host.mark_dirty(self)
+
+    def close(self) -> None:
+        self.closed = True
+        if not self.failed:
+            try:
+                self.write_state(self.node.hard_state if not self._persisting else self._saved_hs, sync=True)
+            except OSError:
+                pass

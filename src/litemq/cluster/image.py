@@ -1,0 +1,216 @@
+"""The cluster metadata image and its records: the state machine of the metadata Raft group.
+
+In a replicated cluster every broker holds a :class:`MetadataImage` built by applying, in log
+order, the committed records of the metadata group (KRaft's ``__cluster_metadata`` log, which
+replaces ZooKeeper). Records are JSON objects, one per Kafka record in a record batch of the
+metadata log; applying is deterministic and pure (no I/O, no clock, no randomness), so every
+broker reaches the same image. Side effects (creating partition logs and Raft groups) are the
+caller's business: :meth:`MetadataImage.apply` returns what changed.
+
+Records (``"type"``):
+
+================== ===================================================================
+init               ``cluster_id`` (first leader, once)
+register_broker    ``node_id``, ``host``, ``port`` (advertised listener)
+create_topic       ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
+delete_topic       ``name``
+create_partitions  ``name``, ``assignments`` (of the new partitions)
+set_configs        ``name``, ``configs`` (the whole new set)
+producer_ids       ``node_id``, ``start``, ``count`` (a block, KIP-730 style)
+================== ===================================================================
+
+Broker liveness (fencing) is soft state of the metadata leader, not records.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from litemq import limits
+from litemq.cluster.metadata import TopicInfo, validate_topic_name
+from litemq.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record"]
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass
+class ApplyResult:
+    """What one applied record did: ``error`` (a Kafka error code, 0 = none) and ``message``,
+    and which (topic, partition) replicas appeared or disappeared (for the caller's logs)."""
+
+    error: int = 0
+    message: str | None = None
+    created: list[tuple[str, int]] = field(default_factory=list)
+    deleted: list[tuple[str, int]] = field(default_factory=list)
+    changed_topics: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"error": self.error, "message": self.message}
+
+
+def encode_record(record: dict) -> bytes:
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_record(value: bytes) -> dict:
+    """Raises ValueError on anything that is not a JSON object with a string ``type``."""
+    rec = json.loads(bytes(value))
+    if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
+        raise ValueError("metadata record is not an object with a type")
+    return rec
+
+
+def assign_replicas(broker_ids: list[int], num_partitions: int, replication_factor: int,
+                    start: int) -> list[list[int]]:
+    """Kafka-style round-robin assignment: partition ``i`` gets ``replication_factor`` brokers
+    starting at ``broker_ids[(start + i) % n]``. The first replica is the preferred leader,
+    so leaders spread evenly; ``start`` (e.g. the number of partitions already in the
+    cluster) spreads them across topics too.
+
+    Raises:
+        KafkaError(INVALID_REPLICATION_FACTOR): more replicas than brokers, or fewer than 1.
+    """
+    ids = sorted(broker_ids)
+    n = len(ids)
+    if not 1 <= replication_factor <= n:
+        raise KafkaError(f"replication factor {replication_factor} is larger than the {n} available broker(s)",
+                         ErrorCode.INVALID_REPLICATION_FACTOR)
+    return [[ids[(start + i + j) % n] for j in range(replication_factor)] for i in range(num_partitions)]
+
+
+class MetadataImage:
+    """Brokers, topics with replica assignments and configs, producer-id blocks.
+
+    Attributes:
+        cluster_id: set by the first ``init`` record ("" before).
+        brokers: node id -> :class:`BrokerInfo` (registered, live or not).
+        topics: name -> :class:`TopicInfo` with ``assignments`` (replica lists per partition).
+        next_producer_id: first producer id not handed out in a block yet.
+    """
+
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.next_producer_id = 0
+
+    # ------------------------------------------------------------ queries
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def replicas(self, topic: str, index: int) -> list[int]:
+        info = self.topics.get(topic)
+        if info is None or not 0 <= index < len(info.assignments):
+            return []
+        return info.assignments[index]
+
+    def partition_count(self) -> int:
+        return sum(t.num_partitions for t in self.topics.values())
+
+    # ------------------------------------------------------------ apply
+    def apply(self, rec: dict) -> ApplyResult:
+        """Apply one committed record. Never raises for a well-formed record: a record that
+        cannot apply (e.g. a topic created twice by racing proposals) yields an error result
+        and leaves the image unchanged."""
+        kind = rec.get("type")
+        try:
+            handler = getattr(self, "_apply_" + str(kind))
+        except AttributeError:
+            return ApplyResult(ErrorCode.INVALID_REQUEST, f"unknown metadata record type {kind!r}")
+        try:
+            return handler(rec)
+        except KafkaError as exc:
+            return ApplyResult(exc.code, str(exc))
+        except (KeyError, TypeError, ValueError) as exc:
+            return ApplyResult(ErrorCode.INVALID_REQUEST, f"malformed {kind} record: {exc}")
+
+    def _apply_init(self, rec: dict) -> ApplyResult:
+        if not self.cluster_id:
+            self.cluster_id = str(rec["cluster_id"])
+        return ApplyResult()
+
+    def _apply_register_broker(self, rec: dict) -> ApplyResult:
+        b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]))
+        self.brokers[b.node_id] = b
+        return ApplyResult()
+
+    def _apply_create_topic(self, rec: dict) -> ApplyResult:
+        name = rec["name"]
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        assignments = [[int(r) for r in a] for a in rec["assignments"]]
+        if not 1 <= len(assignments) <= limits.MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError("bad partition count", ErrorCode.INVALID_PARTITIONS)
+        info = TopicInfo(name, uuid.UUID(rec["topic_id"]), len(assignments), dict(rec.get("configs") or {}),
+                         bool(rec.get("internal", False)), assignments)
+        self.topics[name] = info
+        self._by_id[info.topic_id] = info
+        return ApplyResult(created=[(name, i) for i in range(info.num_partitions)], changed_topics=[name])
+
+    def _apply_delete_topic(self, rec: dict) -> ApplyResult:
+        info = self.topics.pop(rec["name"], None)
+        if info is None:
+            raise KafkaError(f"unknown topic {rec['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self._by_id.pop(info.topic_id, None)
+        return ApplyResult(deleted=[(info.name, i) for i in range(info.num_partitions)], changed_topics=[info.name])
+
+    def _apply_create_partitions(self, rec: dict) -> ApplyResult:
+        info = self.topics.get(rec["name"])
+        if info is None:
+            raise KafkaError(f"unknown topic {rec['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        new = [[int(r) for r in a] for a in rec["assignments"]]
+        if int(rec.get("first", info.num_partitions)) != info.num_partitions:
+            raise KafkaError("partition count changed concurrently", ErrorCode.INVALID_PARTITIONS)
+        if not new or info.num_partitions + len(new) > limits.MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError("bad partition count", ErrorCode.INVALID_PARTITIONS)
+        first = info.num_partitions
+        info.assignments = info.assignments + new
+        info.num_partitions = len(info.assignments)
+        return ApplyResult(created=[(info.name, i) for i in range(first, info.num_partitions)],
+                           changed_topics=[info.name])
+
+    def _apply_set_configs(self, rec: dict) -> ApplyResult:
+        info = self.topics.get(rec["name"])
+        if info is None:
+            raise KafkaError(f"unknown topic {rec['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info.configs = {str(k): str(v) for k, v in dict(rec["configs"]).items()}
+        return ApplyResult(changed_topics=[info.name])
+
+    def _apply_producer_ids(self, rec: dict) -> ApplyResult:
+        start, count = int(rec["start"]), int(rec["count"])
+        if start != self.next_producer_id or count < 1:
+            raise KafkaError("producer id block raced with another", ErrorCode.UNKNOWN_SERVER_ERROR)
+        self.next_producer_id = start + count
+        return ApplyResult()
+
+    # ------------------------------------------------------------ snapshots
+    def to_json(self) -> dict:
+        return {
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "brokers": [[b.node_id, b.host, b.port] for b in self.brokers.values()],
+            "topics": [t.to_json() for t in self.topics.values()],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MetadataImage":
+        img = cls()
+        img.cluster_id = d.get("cluster_id", "")
+        img.next_producer_id = int(d.get("next_producer_id", 0))
+        img.brokers = {int(n): BrokerInfo(int(n), h, int(p)) for n, h, p in d.get("brokers", [])}
+        for t in d.get("topics", []):
+            info = TopicInfo.from_json(t)
+            img.topics[info.name] = info
+            img._by_id[info.topic_id] = info
+        return img

@@ -1,0 +1,636 @@
+"""The cluster side of a broker: Raft groups, metadata, liveness, leadership.
+
+One :class:`ClusterManager` per broker in a replicated cluster (``litemq serve --peers``):
+
+- the **metadata group** (``__cluster_metadata``, voters = ``--peers``): its log is a
+  PartitionLog under ``DATA_DIR/__cluster_metadata/log``; committed records are applied to a
+  :class:`~litemq.cluster.image.MetadataImage` (brokers, topics, replica assignments, configs,
+  producer-id blocks). Admin requests received by any broker are forwarded to the metadata
+  leader (RPC ``admin``), which validates, proposes, waits for the commit and answers with the
+  record's offset; the forwarding broker answers its client once it has applied that offset
+  itself (read-your-writes).
+- one **partition group** per hosted replica (voters = the replica assignment; the first
+  replica campaigns at creation so leaders start balanced). Term = leader epoch, commit
+  index + 1 = high watermark (:class:`~litemq.cluster.partition.ReplicatedPartition`).
+- **ticks**: every ``raft.tick.ms`` each group is ticked; elections after
+  ``raft.election.timeout.ms`` (randomised up to 2x) of silence, with PreVote and CheckQuorum.
+- **broker liveness**: every ``broker.heartbeat.interval.ms`` each broker sends the metadata
+  leader a heartbeat with the partitions it leads (leadership is soft state, as DESIGN.md
+  says); the answer carries the live brokers (heard from within ``broker.session.timeout.ms``;
+  others are fenced: left out of Metadata responses) and the leader of every partition.
+- **leader balance**: every ``leader.imbalance.check.interval.ms`` a leader that is not the
+  preferred replica hands leadership back to it once it is live and caught up (Raft
+  leadership transfer, thesis §3.10); on clean shutdown leaders hand over first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from litemq.cluster.group import RaftGroup
+from litemq.cluster.image import ApplyResult, MetadataImage, assign_replicas, decode_record, encode_record
+from litemq.cluster.partition import ReplicatedPartition
+from litemq.cluster.transport import Transport
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.records import build_batch, decode_batch
+from litemq.raft import EntryKind, Ready, Role
+from litemq.storage.config import LogConfig
+from litemq.storage.log import PartitionLog
+from litemq.storage.manager import METADATA_DIR_NAME
+
+if TYPE_CHECKING:
+    from litemq.broker.broker import BrokerRuntime
+
+log = logging.getLogger(__name__)
+
+META_GROUP = "__cluster_metadata"
+PRODUCER_ID_BLOCK_SIZE = 1000
+ADMIN_TIMEOUT_MS = 15_000
+MAX_REMEMBERED_RESULTS = 10_000
+METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+def group_id_of(topic: str, index: int) -> str:
+    return f"{topic}-{index}"
+
+
+class ClusterManager:
+    """Raft groups and cluster metadata of one broker. Event-loop thread only."""
+
+    def __init__(self, runtime: "BrokerRuntime") -> None:
+        cfg = runtime.config
+        self.runtime = runtime
+        self.config = cfg
+        self.node_id = cfg.node_id
+        self.voters = cfg.quorum_voters()
+        if self.node_id not in self.voters:
+            raise ValueError(f"node id {self.node_id} is not among the peers {sorted(self.voters)}")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.executor = runtime.executor
+        self.image = MetadataImage()
+        self.groups: dict[str, RaftGroup] = {}
+        self.meta: RaftGroup | None = None
+        self.transport: Transport | None = None
+        self.applied_offset = -1
+        self.live_brokers: set[int] = set(self.voters)
+        self.leaders: dict[str, tuple[int, int]] = {}
+        self._election_ticks = max(2, cfg.raft_election_timeout_ms // max(cfg.raft_tick_ms, 1))
+        self._dirty: set[RaftGroup] = set()
+        self._process_scheduled = False
+        self._apply_waiters: list[tuple[int, asyncio.Future]] = []
+        self._results: dict[int, tuple[int, ApplyResult]] = {}
+        self._last_seen: dict[int, float] = {}
+        self._claims: dict[str, tuple[int, int]] = {}
+        self._registering: set[int] = set()
+        self._pid_next = 0
+        self._pid_end = 0
+        self._pid_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task] = []
+        self._spawned: set[asyncio.Task] = set()
+        self._stopping = False
+        self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
+
+    # ================================================================== lifecycle
+    async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
+        """Open the metadata log, replay it, open the hosted replicas, connect to peers."""
+        self.loop = asyncio.get_running_loop()
+        self._loaded_logs = dict(loaded_logs)
+        meta_dir = Path(self.config.data_dir) / METADATA_DIR_NAME / "log"
+        meta_dir.mkdir(parents=True, exist_ok=True)
+        meta_cfg = LogConfig.from_kafka_configs(
+            {"segment.bytes": str(METADATA_SEGMENT_BYTES), "retention.ms": "-1", "retention.bytes": "-1",
+             "cleanup.policy": "delete"}, base=self.runtime.default_log_config)
+        plog = await self.loop.run_in_executor(self.executor, PartitionLog.open, meta_dir, meta_cfg)
+        self.meta = RaftGroup(self, META_GROUP, plog, self.voters.keys(), apply_entries=True,
+                              on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks)
+        self.groups[META_GROUP] = self.meta
+        self.applied_offset = self.meta.node.applied
+        for _ in range(100_000):  # replay what is known committed (no network needed)
+            if self.meta._persisting or not self.meta.node.has_ready():
+                break
+            self.meta.process()
+        self._reconcile_replicas()
+        host, port = self.config.rpc_listen_host, self.config.rpc_listen_port
+        self.transport = Transport(self, host, port, self.voters)
+        await self.transport.start()
+        if self.meta.node.term == 0 and self.node_id == min(self.voters):
+            self.meta.node.campaign()  # a fresh cluster: the lowest id asks first
+        self.mark_dirty(self.meta)
+        self._tasks = [self.loop.create_task(self._tick_loop()),
+                       self.loop.create_task(self._heartbeat_loop()),
+                       self.loop.create_task(self._maintenance_loop())]
+        log.info("broker %d joined cluster (metadata voters %s, rpc %s:%d)", self.node_id,
+                 sorted(self.voters), host, self.transport.listen_port)
+
+    async def stop(self) -> None:
+        """Hand over leaderships (briefly), then stop ticking and close the groups."""
+        self._stopping = True
+        await self._hand_over_leadership(timeout_s=2.0)
+        for t in self._tasks:
+            t.cancel()
+        if self.transport is not None:
+            await self.transport.stop()
+        for g in list(self.groups.values()):
+            g.close()
+        if self.meta is not None:
+            await self.loop.run_in_executor(self.executor, self.meta.plog.close)
+
+    async def _hand_over_leadership(self, timeout_s: float) -> None:
+        led = []
+        for g in self.groups.values():
+            node = g.node
+            if not node.is_leader:
+                continue
+            others = {v: m for v, m in node.match_offsets().items() if v != self.node_id and v in self.live_brokers}
+            if not others:
+                continue
+            target = max(others, key=lambda v: others[v])
+            try:
+                node.transfer_leadership(target)
+                led.append(g)
+                self.mark_dirty(g)
+            except Exception:
+                pass
+        deadline = self.loop.time() + timeout_s
+        while led and self.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+            led = [g for g in led if g.node.is_leader]
+
+    # ================================================================== scheduling
+    def mark_dirty(self, group: RaftGroup) -> None:
+        self._dirty.add(group)
+        if not self._process_scheduled:
+            self._process_scheduled = True
+            self.loop.call_soon(self._process_dirty)
+
+    def _process_dirty(self) -> None:
+        self._process_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        for g in dirty:
+            g.process()
+
+    def send(self, group_id: str, messages) -> None:
+        t = self.transport
+        if t is None:
+            return
+        for m in messages:
+            t.send(m.dst, group_id, m)
+
+    def on_raft(self, peer_id: int, items) -> None:
+        """Raft messages received from ``peer_id`` (one frame, possibly many groups)."""
+        groups = self.groups
+        for group_id, msg in items:
+            g = groups.get(group_id)
+            if g is None or g.closed:
+                continue  # not created here yet (metadata still catching up): the leader retries
+            g.node.step(msg)
+            self.mark_dirty(g)
+
+    async def _tick_loop(self) -> None:
+        interval = self.config.raft_tick_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for g in list(self.groups.values()):
+                if not g.closed:
+                    g.node.tick()
+                    self.mark_dirty(g)
+
+    async def _maintenance_loop(self) -> None:
+        """Commit-index checkpoints (every second) and preferred-leader balancing."""
+        last_balance = self.loop.time()
+        while True:
+            await asyncio.sleep(1.0)
+            for g in list(self.groups.values()):
+                g.checkpoint_commit()
+            if (self.config.auto_leader_rebalance_enable
+                    and self.loop.time() - last_balance >= self.config.leader_imbalance_check_interval_ms / 1000):
+                last_balance = self.loop.time()
+                self._balance_leaders()
+
+    def _balance_leaders(self) -> None:
+        for gid, g in self.groups.items():
+            if gid == META_GROUP or not g.node.is_leader or g.node.transferee is not None:
+                continue
+            p = self.runtime.replicas.partitions.get(getattr(g, "tp", None))
+            if p is None or not p.replicas or p.replicas[0] == self.node_id:
+                continue
+            preferred = p.replicas[0]
+            if preferred not in self.live_brokers or not self.transport.connected(preferred):
+                continue
+            if g.node.match_offsets().get(preferred, -1) >= g.node.last_offset:
+                log.info("%s: handing leadership back to preferred replica %d", gid, preferred)
+                g.node.transfer_leadership(preferred)
+                self.mark_dirty(g)
+
+    # ================================================================== metadata group
+    def _on_meta_ready(self, rd: Ready) -> None:
+        if rd.snapshot is not None and rd.snapshot.data is not None:
+            self.image = MetadataImage.from_json(json.loads(rd.snapshot.data))
+            self.meta.view.snapshot_data = rd.snapshot.data
+            self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
+            self.applied_offset = rd.snapshot.offset
+            self._reconcile_replicas()
+        leader_now = self.meta.node.is_leader
+        for e in rd.committed_entries:
+            if e.kind == EntryKind.DATA:
+                try:
+                    _, records = decode_batch(e.payload, 0)
+                    recs = [decode_record(r.value) for r in records if r.value is not None]
+                except Exception as exc:
+                    log.error("metadata offset %d: undecodable entry skipped: %s", e.offset, exc)
+                    recs = []
+                result = ApplyResult()
+                for rec in recs:
+                    result = self.image.apply(rec)
+                    self._apply_side_effects(result)
+                if leader_now:
+                    self._results[e.last_offset] = (e.term, result)
+                    if len(self._results) > MAX_REMEMBERED_RESULTS:
+                        self._results.pop(next(iter(self._results)))
+            self.applied_offset = e.last_offset
+        if rd.soft_state is not None:
+            self._on_meta_role(rd.soft_state.role)
+        if self._apply_waiters:
+            keep = []
+            for off, fut in self._apply_waiters:
+                if fut.done():
+                    continue
+                if off <= self.applied_offset:
+                    fut.set_result(None)
+                else:
+                    keep.append((off, fut))
+            self._apply_waiters = keep
+
+    def _on_meta_role(self, role: Role) -> None:
+        if role is Role.LEADER:
+            now = self.loop.time()
+            self._last_seen = {n: now for n in set(self.image.brokers) | set(self.voters)}
+            self._claims = {}
+            log.info("broker %d is the metadata leader (term %d)", self.node_id, self.meta.node.term)
+            if not self.image.cluster_id:
+                self._spawn(self._admin_local("init", {"cluster_id": uuid.uuid4().hex[:22]}))
+
+    def _write_snapshot_file(self, offset: int, term: int, data: bytes) -> None:
+        path = Path(self.config.data_dir) / METADATA_DIR_NAME / "snapshot.json"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(json.dumps({"offset": offset, "term": term}).encode() + b"\n" + data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _apply_side_effects(self, result: ApplyResult) -> None:
+        if result.error:
+            return
+        for topic, index in result.deleted:
+            self._drop_replica(topic, index, delete_log=True)
+        if result.created or result.changed_topics:
+            self._reconcile_replicas(result.changed_topics)
+
+    def _reconcile_replicas(self, changed_topics=()) -> None:
+        """Open a Raft group for every partition assigned to this broker; apply config changes."""
+        runtime = self.runtime
+        for info in self.image.topics.values():
+            cfg = None
+            for index, replicas in enumerate(info.assignments):
+                if self.node_id not in replicas:
+                    continue
+                if group_id_of(info.name, index) not in self.groups:
+                    self._open_replica(info, index, replicas)
+                elif info.name in changed_topics:
+                    cfg = cfg or runtime.log_config_for(info)
+                    p = runtime.replicas.get(info.name, index)
+                    if p is not None:
+                        p.log.update_config(cfg)
+
+    def _open_replica(self, info, index: int, replicas: list[int]) -> None:
+        runtime = self.runtime
+        cfg = runtime.log_config_for(info)
+        plog = self._loaded_logs.pop((info.name, index), None) or runtime.log_manager.get(info.name, index)
+        if plog is None:
+            plog = runtime.log_manager.create(info.name, index, cfg)
+        else:
+            plog.update_config(cfg)
+        p = ReplicatedPartition(info.name, index, plog, runtime.replicas, replicas)
+        gid = group_id_of(info.name, index)
+        g = RaftGroup(self, gid, plog, replicas, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
+        g.tp = (info.name, index)
+        p.attach(g, on_leader=self._on_partition_leader)
+        runtime.replicas.partitions[(info.name, index)] = p
+        self.groups[gid] = g
+        fresh = plog.log_end_offset == 0 and g.node.term == 0
+        if fresh and replicas[0] == self.node_id and self.loop is not None:
+            g.node.campaign()  # the preferred replica asks first: leaders start balanced
+        if self.loop is not None:
+            self.mark_dirty(g)
+
+    def _drop_replica(self, topic: str, index: int, delete_log: bool) -> None:
+        g = self.groups.pop(group_id_of(topic, index), None)
+        if g is not None:
+            g.close()
+        self.runtime.replicas.remove(topic, index)
+        if delete_log:
+            self.runtime.log_manager.delete(topic, index)
+
+    def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
+        coord = self.runtime.coordinator
+        if coord is not None and partition.topic == "__consumer_offsets" and hasattr(coord, "on_leadership"):
+            coord.on_leadership(partition.index, leader)
+
+    # ================================================================== proposals
+    def _spawn(self, coro) -> None:
+        task = self.loop.create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    async def wait_applied(self, offset: int, timeout_s: float) -> None:
+        """Until this broker applied the metadata log up to ``offset``.
+
+        Raises:
+            KafkaError(REQUEST_TIMED_OUT): not within ``timeout_s``.
+        """
+        if self.applied_offset >= offset:
+            return
+        fut = self.loop.create_future()
+        self._apply_waiters.append((offset, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            raise KafkaError(f"metadata offset {offset} not applied within {timeout_s:.1f}s",
+                             ErrorCode.REQUEST_TIMED_OUT) from None
+
+    def _meta_propose(self, rec: dict) -> tuple[int, int]:
+        payload = bytearray(build_batch([(None, encode_record(rec))]))
+        info = self.meta.leader_append(payload)
+        return info.last_offset, self.meta.node.term
+
+    async def _propose_and_wait(self, rec: dict, timeout_s: float) -> dict:
+        try:
+            offset, term = self._meta_propose(rec)
+        except KafkaError:
+            return {"retry": True}
+        try:
+            await self.wait_applied(offset, timeout_s)
+        except KafkaError:
+            return {"retry": True}
+        t, result = self._results.pop(offset, (None, None))
+        if t != term or result is None:
+            return {"retry": True}  # replaced by another leader's entry: propose again
+        return {"error": result.error, "message": result.message, "offset": offset}
+
+    async def _admin_local(self, action: str, args: dict) -> dict:
+        """Metadata leader: validate ``action`` against the current image, propose, wait."""
+        if not self.meta.node.is_leader:
+            return {"retry": True}
+        timeout_s = ADMIN_TIMEOUT_MS / 1000
+        img = self.image
+        try:
+            if action == "init":
+                rec = {"type": "init", "cluster_id": str(args["cluster_id"])}
+            elif action == "register_broker":
+                rec = {"type": "register_broker", "node_id": int(args["node_id"]), "host": str(args["host"]),
+                       "port": int(args["port"])}
+            elif action == "create_topic":
+                rec = self._create_topic_record(args)
+            elif action == "delete_topic":
+                if args["name"] not in img.topics:
+                    raise KafkaError(f"unknown topic {args['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                rec = {"type": "delete_topic", "name": args["name"]}
+            elif action == "create_partitions":
+                info = img.topics.get(args["name"])
+                if info is None:
+                    raise KafkaError(f"unknown topic {args['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                count = int(args["count"])
+                if count <= info.num_partitions:
+                    raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
+                                     ErrorCode.INVALID_PARTITIONS)
+                rf = len(info.assignments[0]) if info.assignments else 1
+                new = assign_replicas(self._live_ids(), count - info.num_partitions, rf, img.partition_count())
+                rec = {"type": "create_partitions", "name": info.name, "first": info.num_partitions,
+                       "assignments": new}
+            elif action == "set_configs":
+                self.runtime.validate_topic_configs(dict(args["configs"]))
+                rec = {"type": "set_configs", "name": args["name"], "configs": dict(args["configs"])}
+            elif action == "producer_ids":
+                rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
+                       "count": PRODUCER_ID_BLOCK_SIZE}
+            else:
+                raise KafkaError(f"unknown admin action {action!r}", ErrorCode.INVALID_REQUEST)
+        except KafkaError as exc:
+            return {"error": exc.code, "message": str(exc)}
+        res = await self._propose_and_wait(rec, timeout_s)
+        if action == "producer_ids" and not res.get("retry") and not res.get("error"):
+            res["start"], res["count"] = rec["start"], rec["count"]
+        return res
+
+    def _create_topic_record(self, args: dict) -> dict:
+        from litemq.cluster.metadata import validate_topic_name
+        from litemq import limits
+
+        name = args["name"]
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        n = int(args["num_partitions"])
+        if n == -1:
+            n = self.config.num_partitions
+        if not 1 <= n <= limits.MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                             ErrorCode.INVALID_PARTITIONS)
+        rf = int(args["replication_factor"])
+        if rf == -1:
+            rf = min(self.config.default_replication_factor, len(self._live_ids()))
+        configs = dict(args.get("configs") or {})
+        self.runtime.validate_topic_configs(configs)
+        assignments = assign_replicas(self._live_ids(), n, rf, self.image.partition_count())
+        return {"type": "create_topic", "name": name, "topic_id": str(uuid.uuid4()), "configs": configs,
+                "internal": bool(args.get("internal", False)), "assignments": assignments}
+
+    async def admin(self, action: str, timeout_s: float = ADMIN_TIMEOUT_MS / 1000, **args) -> dict:
+        """Run a metadata change through the metadata leader, wherever it is, and wait until
+        this broker has applied it.
+
+        Raises:
+            KafkaError: the change's error (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...)
+                or REQUEST_TIMED_OUT when no metadata leader answered within ``timeout_s``.
+        """
+        deadline = self.loop.time() + timeout_s
+        while True:
+            leader = self.meta.node.leader_id
+            remaining = max(0.1, deadline - self.loop.time())
+            if leader == self.node_id:
+                res = await self._admin_local(action, args)
+            elif leader is not None:
+                try:
+                    res = await self.transport.rpc(leader, {"op": "admin", "action": action, "args": args}, remaining)
+                except (ConnectionError, asyncio.TimeoutError):
+                    res = {"retry": True}
+            else:
+                res = {"retry": True}
+            if res.get("retry"):
+                if self.loop.time() >= deadline:
+                    raise KafkaError("no metadata leader available", ErrorCode.REQUEST_TIMED_OUT)
+                await asyncio.sleep(0.1)
+                continue
+            if res.get("offset") is not None:
+                await self.wait_applied(int(res["offset"]), max(0.1, deadline - self.loop.time()))
+            if res.get("error"):
+                raise KafkaError(res.get("message") or ErrorCode(res["error"]).name, res["error"])
+            return res
+
+    def auto_create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                    configs: dict | None = None, internal: bool = False) -> None:
+        """Start creating ``name`` in the background (Metadata auto-create, ``__consumer_offsets``)."""
+        async def run():
+            try:
+                await self.admin("create_topic", name=name, num_partitions=num_partitions,
+                                 replication_factor=replication_factor, configs=configs or {}, internal=internal)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.info("auto-creating %s failed: %s", name, exc)
+        self._spawn(run())
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id from this broker's block; a new block comes from the metadata log."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_end:
+                res = await self.admin("producer_ids", node_id=self.node_id)
+                self._pid_next, self._pid_end = int(res["start"]), int(res["start"]) + int(res["count"])
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # ================================================================== liveness
+    def _live_ids(self) -> list[int]:
+        if self.meta.node.is_leader:
+            now = self.loop.time()
+            timeout = self.config.broker_session_timeout_ms / 1000
+            live = {n for n, t in self._last_seen.items() if now - t <= timeout}
+            live.add(self.node_id)
+            return sorted(live)
+        return sorted(self.live_brokers)
+
+    def _handle_heartbeat(self, req: dict) -> dict:
+        node = int(req["node_id"])
+        now = self.loop.time()
+        self._last_seen[node] = now
+        for gid, epoch in dict(req.get("leaders") or {}).items():
+            cur = self._claims.get(gid)
+            if cur is None or int(epoch) >= cur[1]:
+                self._claims[gid] = (node, int(epoch))
+        host, port = str(req["host"]), int(req["port"])
+        known = self.image.brokers.get(node)
+        if (known is None or known.host != host or known.port != port) and node not in self._registering:
+            self._registering.add(node)
+
+            async def register():
+                try:
+                    await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port})
+                finally:
+                    self._registering.discard(node)
+            self._spawn(register())
+        live = self._live_ids()
+        live_set = set(live)
+        return {"live": live, "leaders": {g: [n, e] for g, (n, e) in self._claims.items() if n in live_set}}
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            host, port = self.runtime.advertised()
+            leaders = {gid: g.node.term for gid, g in self.groups.items()
+                       if gid != META_GROUP and g.node.is_leader}
+            req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "leaders": leaders}
+            leader = self.meta.node.leader_id
+            resp = None
+            try:
+                if leader == self.node_id:
+                    resp = self._handle_heartbeat(req)
+                elif leader is not None:
+                    resp = await self.transport.rpc(leader, req, max(interval * 2, 0.5))
+            except (ConnectionError, asyncio.TimeoutError):
+                resp = None
+            if resp and "live" in resp:
+                self.live_brokers = set(int(n) for n in resp["live"]) | {self.node_id}
+                self.leaders = {g: (int(v[0]), int(v[1])) for g, v in resp["leaders"].items()}
+            await asyncio.sleep(interval)
+
+    # ================================================================== RPC
+    async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
+        op = req.get("op")
+        if op == "heartbeat":
+            if not self.meta.node.is_leader:
+                return {"error": ErrorCode.NOT_CONTROLLER, "message": "not the metadata leader"}
+            return self._handle_heartbeat(req)
+        if op == "admin":
+            if peer_id is None or peer_id < 0:
+                return {"error": ErrorCode.INVALID_REQUEST, "message": "admin over RPC is for brokers"}
+            return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}))
+        if op == "status":
+            return self.status()
+        return {"error": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
+
+    # ================================================================== views
+    def leader_of(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader node id, leader epoch) as this broker knows it; (-1, -1) when none is live."""
+        gid = group_id_of(topic, index)
+        g = self.groups.get(gid)
+        if g is not None and g.node.leader_id is not None:
+            leader, epoch = g.node.leader_id, g.node.term
+        else:
+            leader, epoch = self.leaders.get(gid, (-1, -1))
+        if leader != self.node_id and leader not in self.live_brokers:
+            return -1, -1
+        return leader, epoch
+
+    def metadata_leader(self) -> int:
+        leader = self.meta.node.leader_id if self.meta is not None else None
+        return -1 if leader is None else leader
+
+    def live_broker_endpoints(self) -> list[tuple[int, str, int]]:
+        out = []
+        for n in sorted(self.live_brokers | {self.node_id}):
+            b = self.image.brokers.get(n)
+            if b is not None:
+                out.append((n, b.host, b.port))
+            elif n == self.node_id:
+                host, port = self.runtime.advertised()
+                out.append((n, host, port))
+        return out
+
+    def status(self) -> dict:
+        node = self.meta.node
+        parts = []
+        for (topic, index), p in sorted(self.runtime.replicas.partitions.items()):
+            g = getattr(p, "group", None)
+            if g is None:
+                continue
+            n = g.node
+            lag = {}
+            if n.is_leader:
+                last = n.last_offset
+                lag = {str(v): max(0, last - m) for v, m in n.match_offsets().items() if v != self.node_id}
+            parts.append({"topic": topic, "partition": index, "replicas": p.replicas, "role": n.role.value,
+                          "leader_id": n.leader_id, "leader_epoch": n.term, "log_start_offset": p.log_start_offset,
+                          "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark, "lag": lag})
+        return {
+            "node_id": self.node_id,
+            "cluster_id": self.image.cluster_id,
+            "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
+                         "applied_offset": self.applied_offset, "voters": sorted(node.voters)},
+            "brokers": [{"node_id": n, "host": h, "port": p, "live": n in self.live_brokers or n == self.node_id}
+                        for n, h, p in ((b.node_id, b.host, b.port) for b in sorted(self.image.brokers.values(),
+                                                                                   key=lambda b: b.node_id))],
+            "partitions": parts,
+            "dropped_raft_messages": self.transport.dropped_messages if self.transport else 0,
+        }
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)

@@ -1,0 +1,94 @@
+"""A replicated partition: the broker's :class:`Partition` driven by a Raft group.
+
+- ``append`` (produce, coordinator writes) works only on the leader: the records are appended
+  to the log and proposed (:meth:`RaftGroup.leader_append`); elsewhere NOT_LEADER_OR_FOLLOWER.
+- the **high watermark** is the Raft commit index + 1: acks=all waiters and long-poll fetches
+  wake when a majority (this leader included) has the records fsynced.
+- a leader that loses leadership (or is re-elected in a new term) fails every waiter with
+  NOT_LEADER_OR_FOLLOWER: its uncommitted records may be replaced by the new leader's, so it
+  must not acknowledge them; idempotent producers retry and the new leader's producer state
+  deduplicates what did survive (KIP-98).
+- ``leader_epoch`` is the Raft term (KIP-320 fencing in Fetch/ListOffsets/OffsetForLeaderEpoch).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from litemq.broker.replica_manager import Partition
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.raft import Ready
+from litemq.storage.log import AppendInfo
+
+
+class ReplicatedPartition(Partition):
+    """One hosted replica of a replicated partition (see module docstring).
+
+    Attributes:
+        replicas: node ids of the replica assignment (first = preferred leader).
+        group: the :class:`~litemq.cluster.group.RaftGroup`.
+    """
+
+    __slots__ = ("replicas", "group", "_led_term", "_on_leader", "_leader_start", "_announced")
+
+    def __init__(self, topic: str, index: int, plog, manager, replicas: list[int]) -> None:
+        super().__init__(topic, index, plog, manager)
+        self.replicas = list(replicas)
+        self.group = None
+        self._led_term = -1
+        self._on_leader: Callable | None = None
+        self._leader_start = -1
+        self._announced = False
+
+    def attach(self, group, on_leader: Callable | None = None) -> None:
+        self.group = group
+        self._on_leader = on_leader
+        self.high_watermark = group.node.high_watermark
+        self.leader_epoch = group.node.term
+
+    @property
+    def is_leader(self) -> bool:
+        g = self.group
+        return g is not None and g.node.is_leader and not g.failed
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.group.node.leader_id if self.group is not None else None
+
+    def in_sync_count(self) -> int:
+        """Replicas heard from within the leader's CheckQuorum window (the ISR)."""
+        if not self.is_leader:
+            return 0
+        return len(self.group.node.active_voters())
+
+    def in_sync_replicas(self) -> list[int]:
+        if not self.is_leader:
+            return list(self.replicas)
+        active = self.group.node.active_voters()
+        return [r for r in self.replicas if r in active]
+
+    def append(self, records: bytearray) -> AppendInfo:
+        if self._offline or self.group is None:
+            raise KafkaError(f"{self.topic}-{self.index} is offline", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self.group.leader_append(records)
+
+    def on_ready(self, rd: Ready) -> None:
+        node = self.group.node
+        leader_now = node.is_leader
+        self.leader_epoch = node.term
+        if self._led_term >= 0 and (not leader_now or node.term != self._led_term):
+            self._led_term = -1
+            self._fail_waiters(KafkaError(f"{self.topic}-{self.index}: leadership lost",
+                                          ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            if self._announced and self._on_leader is not None:
+                self._announced = False
+                self._on_leader(self, False)
+        if leader_now and self._led_term < 0:
+            self._led_term = node.term
+            self._leader_start = node.log_end_offset  # after this term's no-op
+            self._announced = False
+        self._advance_high_watermark(rd.high_watermark)
+        if (leader_now and not self._announced and self.high_watermark >= self._leader_start
+                and self._on_leader is not None):
+            self._announced = True  # everything before this term is committed: safe to load
+            self._on_leader(self, True)

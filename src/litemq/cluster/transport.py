@@ -1,0 +1,243 @@
+"""Broker-to-broker transport: one TCP connection per broker pair, coalesced Raft traffic.
+
+Every broker listens on its RPC address (``--rpc-listen``). For each pair of brokers the one
+with the lower node id dials the other and both use that single connection in both
+directions; a lost connection is redialled every ``RECONNECT_BACKOFF_MS``. The first frame
+on a connection is HELLO (node id; -1 for tools such as ``litemq cluster status``).
+
+Raft messages of *all* groups bound for the same peer are queued and written as one RAFT
+frame at the end of the event-loop turn (``loop.call_soon``), so a burst of produce requests
+over many partitions costs one write per peer. Raft tolerates loss, so messages for a peer
+that is not connected, or whose socket buffer is full (a paused broker), are dropped rather
+than queued without bound.
+
+RPC frames carry JSON requests with a correlation id: metadata proposals forwarded to the
+metadata leader, broker heartbeats, and ``status`` for tools. Frame layout:
+:mod:`litemq.cluster.codec`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from litemq import limits
+from litemq.cluster.codec import (
+    FRAME_HELLO,
+    FRAME_RAFT,
+    FRAME_RPC_REQUEST,
+    FRAME_RPC_RESPONSE,
+    CodecError,
+    FrameDecoder,
+    decode_hello,
+    decode_raft_batch,
+    decode_rpc,
+    encode_frame,
+    encode_hello,
+    encode_raft_batch,
+    encode_rpc,
+)
+
+if TYPE_CHECKING:
+    from litemq.cluster.manager import ClusterManager
+
+log = logging.getLogger(__name__)
+
+RECONNECT_BACKOFF_MS = 200
+CONNECT_TIMEOUT_MS = 1000
+
+
+class PeerLink(asyncio.Protocol):
+    """One broker-to-broker (or tool) connection."""
+
+    def __init__(self, owner: "Transport", peer_id: int | None = None) -> None:
+        self.owner = owner
+        self.peer_id = peer_id  # known up front when we dialled; from HELLO when accepted
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self.closed = owner.loop.create_future()
+        self._hello_seen = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        if self.peer_id is not None:
+            transport.writelines(encode_frame(FRAME_HELLO, [encode_hello(self.owner.node_id, "")]))
+            self._hello_seen = True
+            self.owner._register(self)
+
+    def connection_lost(self, exc) -> None:
+        self.owner._unregister(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def write(self, parts) -> bool:
+        t = self.transport
+        if t is None or t.is_closing():
+            return False
+        if t.get_write_buffer_size() > limits.MAX_PEER_WRITE_BUFFER_BYTES:
+            return False
+        t.writelines(parts)
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+            for kind, body in frames:
+                self._on_frame(kind, body)
+        except CodecError as exc:
+            log.warning("closing broker connection from %s: %s", self.peer_id, exc)
+            if self.transport is not None:
+                self.transport.close()
+
+    def _on_frame(self, kind: int, body) -> None:
+        owner = self.owner
+        if not self._hello_seen:
+            if kind != FRAME_HELLO:
+                raise CodecError("first frame is not HELLO")
+            node_id, _ = decode_hello(body)
+            self._hello_seen = True
+            self.peer_id = node_id
+            if node_id >= 0:
+                if node_id not in owner.manager.voters and node_id != owner.node_id:
+                    log.info("connection from broker %d, which is not a metadata voter", node_id)
+                owner._register(self)
+            return
+        if kind == FRAME_RAFT:
+            if self.peer_id is None or self.peer_id < 0:
+                raise CodecError("RAFT frame from a tool connection")
+            owner.manager.on_raft(self.peer_id, decode_raft_batch(body))
+        elif kind == FRAME_RPC_REQUEST:
+            cid, req = decode_rpc(body)
+            owner.loop.create_task(self._answer(cid, req))
+        elif kind == FRAME_RPC_RESPONSE:
+            cid, resp = decode_rpc(body)
+            fut = owner._pending.pop(cid, None)
+            if fut is not None and not fut.done():
+                fut.set_result(resp)
+        else:
+            raise CodecError(f"unexpected frame kind {kind}")
+
+    async def _answer(self, cid: int, req: dict) -> None:
+        try:
+            resp = await self.owner.manager.on_rpc(self.peer_id, req)
+        except Exception as exc:  # a bad request must not take the broker down
+            log.warning("RPC %r from %s failed: %s", req.get("op"), self.peer_id, exc)
+            resp = {"error": 2, "message": str(exc)}
+        self.write(encode_frame(FRAME_RPC_RESPONSE, [encode_rpc(cid, resp)]))
+
+
+class Transport:
+    """All connections of one broker to its peers, plus the RPC listener."""
+
+    def __init__(self, manager: "ClusterManager", listen_host: str, listen_port: int,
+                 peers: dict[int, tuple[str, int]]) -> None:
+        self.manager = manager
+        self.node_id = manager.node_id
+        self.loop = manager.loop
+        self.listen_host, self.listen_port = listen_host, listen_port
+        self.peers = {n: a for n, a in peers.items() if n != self.node_id}
+        self.links: dict[int, PeerLink] = {}
+        self._outbox: dict[int, list] = {}
+        self._flush_scheduled = False
+        self._pending: dict[int, asyncio.Future] = {}
+        self._cids = itertools.count(1)
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = False
+        self.dropped_messages = 0
+
+    async def start(self) -> None:
+        self._server = await self.loop.create_server(lambda: PeerLink(self), self.listen_host, self.listen_port,
+                                                     reuse_address=True)
+        self.listen_port = self._server.sockets[0].getsockname()[1]
+        for peer_id in self.peers:
+            if self.node_id < peer_id:
+                self._tasks.append(self.loop.create_task(self._dial_loop(peer_id)))
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for t in self._tasks:
+            t.cancel()
+        if self._server is not None:
+            self._server.close()
+        for link in list(self.links.values()):
+            if link.transport is not None:
+                link.transport.close()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("broker stopping"))
+
+    async def _dial_loop(self, peer_id: int) -> None:
+        host, port = self.peers[peer_id]
+        while not self._stopping:
+            try:
+                _, link = await asyncio.wait_for(
+                    self.loop.create_connection(lambda: PeerLink(self, peer_id), host, port),
+                    CONNECT_TIMEOUT_MS / 1000)
+                await link.closed
+            except (OSError, asyncio.TimeoutError):
+                pass
+            await asyncio.sleep(RECONNECT_BACKOFF_MS / 1000)
+
+    def _register(self, link: PeerLink) -> None:
+        old = self.links.get(link.peer_id)
+        self.links[link.peer_id] = link
+        if old is not None and old is not link and old.transport is not None:
+            old.transport.close()
+        log.info("connected to broker %d", link.peer_id)
+
+    def _unregister(self, link: PeerLink) -> None:
+        if link.peer_id is not None and self.links.get(link.peer_id) is link:
+            del self.links[link.peer_id]
+            log.info("connection to broker %d lost", link.peer_id)
+
+    def connected(self, peer_id: int) -> bool:
+        return peer_id in self.links
+
+    # ------------------------------------------------------------ raft
+    def send(self, peer_id: int, group_id: str, msg) -> None:
+        """Queue one Raft message; all queued messages go out at the end of this loop turn."""
+        box = self._outbox.get(peer_id)
+        if box is None:
+            box = self._outbox[peer_id] = []
+        box.append((group_id, msg))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        boxes, self._outbox = self._outbox, {}
+        for peer_id, items in boxes.items():
+            link = self.links.get(peer_id)
+            if link is None:
+                self.dropped_messages += len(items)
+                continue
+            for i in range(0, len(items), limits.MAX_RAFT_MESSAGES_PER_FRAME):
+                chunk = items[i:i + limits.MAX_RAFT_MESSAGES_PER_FRAME]
+                if not link.write(encode_frame(FRAME_RAFT, encode_raft_batch(chunk))):
+                    self.dropped_messages += len(chunk)
+
+    # ------------------------------------------------------------ rpc
+    async def rpc(self, peer_id: int, body: dict, timeout_s: float) -> dict:
+        """Send a JSON request to a peer and wait for its answer.
+
+        Raises:
+            ConnectionError: not connected to ``peer_id``.
+            asyncio.TimeoutError: no answer within ``timeout_s``.
+        """
+        link = self.links.get(peer_id)
+        if link is None:
+            raise ConnectionError(f"not connected to broker {peer_id}")
+        cid = next(self._cids) & 0x7FFFFFFF
+        fut = self.loop.create_future()
+        self._pending[cid] = fut
+        if not link.write(encode_frame(FRAME_RPC_REQUEST, [encode_rpc(cid, body)])):
+            self._pending.pop(cid, None)
+            raise ConnectionError(f"connection to broker {peer_id} is congested")
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._pending.pop(cid, None)
