@@ -71,6 +71,9 @@ class BrokerConfig:
     broker_session_timeout_ms: int = 3000
     raft_tick_ms: int = 100
     raft_election_timeout_ms: int = 1000
+    raft_quiesce_enable: bool = True
+    metadata_snapshot_interval_entries: int = 1000
+    """Metadata log entries applied between two metadata snapshots (the log is cut before one)."""
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 5000
 

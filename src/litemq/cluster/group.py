@@ -154,7 +154,8 @@ class RaftGroup:
     """
 
     def __init__(self, host, group_id: str, plog: PartitionLog, voters, *, apply_entries: bool = False,
-                 on_ready: Callable[[Ready], None] | None = None, election_timeout_ticks: int = 10) -> None:
+                 on_ready: Callable[[Ready], None] | None = None, election_timeout_ticks: int = 10,
+                 snapshot: tuple[int, bytes] | None = None) -> None:
         self.host = host
         self.group_id = group_id
         self.plog = plog
@@ -162,6 +163,8 @@ class RaftGroup:
         self.failed = False
         state = self._read_state()
         self.view = PartitionLogView(plog, voters, state.get("snapshot_term"))
+        if snapshot is not None:  # metadata group: (term, image) at log start - 1
+            self.view.snapshot_term, self.view.snapshot_data = snapshot
         commit = int(state.get("commit_index", -1))
         if commit >= plog.log_end_offset:
             log.warning("%s: persisted commit index %d beyond log end %d; using the log end",
@@ -176,6 +179,11 @@ class RaftGroup:
                          apply_entries=apply_entries)
         self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs)
         self._persisting = False
+        # quiescence (see ClusterManager._should_tick)
+        self.quiet = False
+        self.stable_ticks = 0
+        self.last_sig = None
+        self.last_msg_tick = 0
 
     # ------------------------------------------------------------ state file
     @property
@@ -255,6 +263,8 @@ class RaftGroup:
         info = self.plog.append(records, leader_epoch=node.term)
         if info.duplicate:
             return info
+        self.quiet = False
+        self.stable_ticks = 0
         mv = memoryview(records)
         try:
             for pos, h in iter_batches(records):

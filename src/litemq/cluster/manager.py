@@ -55,6 +55,9 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 ADMIN_TIMEOUT_MS = 15_000
 MAX_REMEMBERED_RESULTS = 10_000
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+QUIESCE_AFTER_TICKS = 3
+PEER_SILENCE_TICKS = 3
+"""A peer broker silent for this many ticks counts as gone for quiescent followers."""
 
 
 def group_id_of(topic: str, index: int) -> str:
@@ -95,6 +98,7 @@ class ClusterManager:
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._stopping = False
+        self._tick_no = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
 
     # ================================================================== lifecycle
@@ -108,8 +112,19 @@ class ClusterManager:
             {"segment.bytes": str(METADATA_SEGMENT_BYTES), "retention.ms": "-1", "retention.bytes": "-1",
              "cleanup.policy": "delete"}, base=self.runtime.default_log_config)
         plog = await self.loop.run_in_executor(self.executor, PartitionLog.open, meta_dir, meta_cfg)
+        snapshot = self._read_snapshot_file()
+        if snapshot is not None:
+            offset, term, data = snapshot
+            if plog.log_start_offset <= offset:  # crashed between writing it and cutting the log
+                if plog.log_end_offset <= offset:
+                    plog.truncate_fully_and_start_at(offset + 1)
+                else:
+                    plog.delete_records_before(offset + 1)
+            self.image = self.runtime.metadata = MetadataImage.from_json(json.loads(data))
+            snapshot = (term, data)
         self.meta = RaftGroup(self, META_GROUP, plog, self.voters.keys(), apply_entries=True,
-                              on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks)
+                              on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks,
+                              snapshot=snapshot)
         self.groups[META_GROUP] = self.meta
         self.applied_offset = self.meta.node.applied
         for _ in range(100_000):  # replay what is known committed (no network needed)
@@ -191,16 +206,61 @@ class ClusterManager:
             if g is None or g.closed:
                 continue  # not created here yet (metadata still catching up): the leader retries
             g.node.step(msg)
+            g.last_msg_tick = self._tick_no
+            g.quiet = False
+            g.stable_ticks = 0
             self.mark_dirty(g)
 
     async def _tick_loop(self) -> None:
         interval = self.config.raft_tick_ms / 1000
         while True:
             await asyncio.sleep(interval)
+            self._tick_no += 1
             for g in list(self.groups.values()):
-                if not g.closed:
+                if not g.closed and self._should_tick(g):
                     g.node.tick()
                     self.mark_dirty(g)
+            self.transport.keepalive()
+
+    def _should_tick(self, g: RaftGroup) -> bool:
+        """Quiescence: an idle partition group costs nothing per tick.
+
+        A leader whose followers all match its log end and know its commit index stops ticking
+        (so it sends no heartbeats) after ``QUIESCE_AFTER_TICKS`` unchanged ticks; any proposal
+        or received message wakes it. A follower stops ticking once its leader has gone quiet
+        (no message for the group for two ticks) as long as the leader's *broker* is connected
+        and heard from (broker-pair keepalives every tick); when that broker goes silent every
+        such follower ticks again and elects a new leader after the usual election timeout.
+        The metadata group always ticks."""
+        if not self.config.raft_quiesce_enable or g is self.meta:
+            return True
+        node = g.node
+        if node.is_leader:
+            if g.quiet:
+                return False
+            last = node.last_offset
+            matches = node.match_offsets()
+            sig = (last, node.commit_index, tuple(sorted(matches.items())))
+            if (node.commit_index == last and node.transferee is None and sig == g.last_sig
+                    and all(m == last for m in matches.values())):
+                g.stable_ticks += 1
+                if g.stable_ticks >= QUIESCE_AFTER_TICKS:
+                    g.quiet = True
+                    return False
+            else:
+                g.stable_ticks = 0
+            g.last_sig = sig
+            return True
+        leader = node.leader_id
+        if leader is None or node.role is not Role.FOLLOWER:
+            return True
+        if self._tick_no - g.last_msg_tick <= 2:
+            return True  # the leader still talks to this group
+        heard = self.transport.last_heard.get(leader)
+        if not self.transport.connected(leader) or heard is None or \
+                self.loop.time() - heard > PEER_SILENCE_TICKS * self.config.raft_tick_ms / 1000:
+            return True  # the leader's broker went quiet: time to elect
+        return False
 
     async def _maintenance_loop(self) -> None:
         """Commit-index checkpoints (every second) and preferred-leader balancing."""
@@ -232,7 +292,7 @@ class ClusterManager:
     # ================================================================== metadata group
     def _on_meta_ready(self, rd: Ready) -> None:
         if rd.snapshot is not None and rd.snapshot.data is not None:
-            self.image = MetadataImage.from_json(json.loads(rd.snapshot.data))
+            self.image = self.runtime.metadata = MetadataImage.from_json(json.loads(rd.snapshot.data))
             self.meta.view.snapshot_data = rd.snapshot.data
             self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
             self.applied_offset = rd.snapshot.offset
@@ -257,6 +317,8 @@ class ClusterManager:
             self.applied_offset = e.last_offset
         if rd.soft_state is not None:
             self._on_meta_role(rd.soft_state.role)
+        if self.applied_offset - self.meta.view.log_start_offset >= self.config.metadata_snapshot_interval_entries:
+            self._take_snapshot()
         if self._apply_waiters:
             keep = []
             for off, fut in self._apply_waiters:
@@ -276,6 +338,35 @@ class ClusterManager:
             log.info("broker %d is the metadata leader (term %d)", self.node_id, self.meta.node.term)
             if not self.image.cluster_id:
                 self._spawn(self._admin_local("init", {"cluster_id": uuid.uuid4().hex[:22]}))
+
+    def _take_snapshot(self) -> None:
+        """Snapshot the image at the applied offset and cut the metadata log before it
+        (thesis §5.1); followers further behind get the image by InstallSnapshot."""
+        offset = self.applied_offset
+        term = self.meta.node.term_at(offset)
+        if term is None:
+            return
+        data = json.dumps(self.image.to_json(), separators=(",", ":")).encode()
+        try:
+            self._write_snapshot_file(offset, term, data)
+        except OSError as exc:
+            log.warning("cannot write the metadata snapshot: %s", exc)
+            return
+        view = self.meta.view
+        view.snapshot_term, view.snapshot_data = term, data
+        self.meta.plog.delete_records_before(offset + 1)
+        log.info("metadata snapshot at offset %d (term %d, %d bytes); log start now %d", offset, term, len(data),
+                 self.meta.plog.log_start_offset)
+
+    def _read_snapshot_file(self) -> tuple[int, int, bytes] | None:
+        path = Path(self.config.data_dir) / METADATA_DIR_NAME / "snapshot.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        head, _, data = raw.partition(b"\n")
+        meta = json.loads(head)
+        return int(meta["offset"]), int(meta["term"]), data
 
     def _write_snapshot_file(self, offset: int, term: int, data: bytes) -> None:
         path = Path(self.config.data_dir) / METADATA_DIR_NAME / "snapshot.json"

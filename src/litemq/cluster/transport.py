@@ -82,6 +82,8 @@ class PeerLink(asyncio.Protocol):
         return True
 
     def data_received(self, data: bytes) -> None:
+        if self.peer_id is not None:
+            self.owner.last_heard[self.peer_id] = self.owner.loop.time()
         try:
             frames = self.decoder.feed(data)
             for kind, body in frames:
@@ -147,6 +149,8 @@ class Transport:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self.dropped_messages = 0
+        self.last_heard: dict[int, float] = {}
+        """Peer id -> loop time of the last bytes received from it (broker-pair liveness)."""
 
     async def start(self) -> None:
         self._server = await self.loop.create_server(lambda: PeerLink(self), self.listen_host, self.listen_port,
@@ -219,6 +223,13 @@ class Transport:
                 chunk = items[i:i + limits.MAX_RAFT_MESSAGES_PER_FRAME]
                 if not link.write(encode_frame(FRAME_RAFT, encode_raft_batch(chunk))):
                     self.dropped_messages += len(chunk)
+
+    def keepalive(self) -> None:
+        """Broker-pair heartbeat: an empty RAFT frame to every connected peer (once per tick),
+        so followers of quiescent partitions know the leader's broker is alive."""
+        empty = encode_frame(FRAME_RAFT, encode_raft_batch([]))
+        for link in list(self.links.values()):
+            link.write(empty)
 
     # ------------------------------------------------------------ rpc
     async def rpc(self, peer_id: int, body: dict, timeout_s: float) -> dict:
