@@ -40,7 +40,7 @@ from litemq.cluster.partition import ReplicatedPartition
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
-from litemq.raft import EntryKind, Ready, Role
+from litemq.raft import EntryKind, HeartbeatResponse, Ready, Role
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
@@ -99,6 +99,7 @@ class ClusterManager:
         self._spawned: set[asyncio.Task] = set()
         self._stopping = False
         self._tick_no = 0
+        self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
 
     # ================================================================== lifecycle
@@ -201,14 +202,16 @@ class ClusterManager:
     def on_raft(self, peer_id: int, items) -> None:
         """Raft messages received from ``peer_id`` (one frame, possibly many groups)."""
         groups = self.groups
+        self.raft_messages_received += len(items)
         for group_id, msg in items:
             g = groups.get(group_id)
             if g is None or g.closed:
                 continue  # not created here yet (metadata still catching up): the leader retries
             g.node.step(msg)
             g.last_msg_tick = self._tick_no
-            g.quiet = False
-            g.stable_ticks = 0
+            if not isinstance(msg, HeartbeatResponse):  # the only thing a quiet leader can ignore
+                g.quiet = False
+                g.stable_ticks = 0
             self.mark_dirty(g)
 
     async def _tick_loop(self) -> None:
@@ -221,6 +224,12 @@ class ClusterManager:
                     g.node.tick()
                     self.mark_dirty(g)
             self.transport.keepalive()
+
+    def _should_tick_query(self, g: RaftGroup) -> bool:
+        """:meth:`_should_tick` for a follower, without side effects (status reporting)."""
+        if g.node.is_leader:
+            return not g.quiet
+        return self._should_tick(g)
 
     def _should_tick(self, g: RaftGroup) -> bool:
         """Quiescence: an idle partition group costs nothing per tick.
@@ -709,7 +718,8 @@ class ClusterManager:
                 lag = {str(v): max(0, last - m) for v, m in n.match_offsets().items() if v != self.node_id}
             parts.append({"topic": topic, "partition": index, "replicas": p.replicas, "role": n.role.value,
                           "leader_id": n.leader_id, "leader_epoch": n.term, "log_start_offset": p.log_start_offset,
-                          "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark, "lag": lag})
+                          "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark, "lag": lag,
+                          "quiet": g.quiet or (not n.is_leader and not self._should_tick_query(g))})
         return {
             "node_id": self.node_id,
             "cluster_id": self.image.cluster_id,
@@ -720,6 +730,8 @@ class ClusterManager:
                                                                                    key=lambda b: b.node_id))],
             "partitions": parts,
             "dropped_raft_messages": self.transport.dropped_messages if self.transport else 0,
+            "raft_frames_received": self.transport.frames_received if self.transport else 0,
+            "raft_messages_received": self.raft_messages_received,
         }
 
     @staticmethod

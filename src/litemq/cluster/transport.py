@@ -109,6 +109,7 @@ class PeerLink(asyncio.Protocol):
         if kind == FRAME_RAFT:
             if self.peer_id is None or self.peer_id < 0:
                 raise CodecError("RAFT frame from a tool connection")
+            owner.frames_received += 1
             owner.manager.on_raft(self.peer_id, decode_raft_batch(body))
         elif kind == FRAME_RPC_REQUEST:
             cid, req = decode_rpc(body)
@@ -149,6 +150,7 @@ class Transport:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self.dropped_messages = 0
+        self.frames_received = 0
         self.last_heard: dict[int, float] = {}
         """Peer id -> loop time of the last bytes received from it (broker-pair liveness)."""
 
