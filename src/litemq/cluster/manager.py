@@ -225,6 +225,15 @@ class ClusterManager:
                     self.mark_dirty(g)
             self.transport.keepalive()
 
+    def peer_alive(self, node_id: int) -> bool:
+        """This broker, or a peer that is connected and was heard from within
+        ``PEER_SILENCE_TICKS`` ticks (keepalives arrive every tick)."""
+        if node_id == self.node_id:
+            return True
+        heard = self.transport.last_heard.get(node_id)
+        return (self.transport.connected(node_id) and heard is not None
+                and self.loop.time() - heard <= PEER_SILENCE_TICKS * self.config.raft_tick_ms / 1000)
+
     def _should_tick_query(self, g: RaftGroup) -> bool:
         """:meth:`_should_tick` for a follower, without side effects (status reporting)."""
         if g.node.is_leader:
@@ -265,11 +274,7 @@ class ClusterManager:
             return True
         if self._tick_no - g.last_msg_tick <= 2:
             return True  # the leader still talks to this group
-        heard = self.transport.last_heard.get(leader)
-        if not self.transport.connected(leader) or heard is None or \
-                self.loop.time() - heard > PEER_SILENCE_TICKS * self.config.raft_tick_ms / 1000:
-            return True  # the leader's broker went quiet: time to elect
-        return False
+        return not self.peer_alive(leader)  # the leader's broker went silent: time to elect
 
     async def _maintenance_loop(self) -> None:
         """Commit-index checkpoints (every second) and preferred-leader balancing."""

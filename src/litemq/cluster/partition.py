@@ -56,16 +56,20 @@ class ReplicatedPartition(Partition):
         return self.group.node.leader_id if self.group is not None else None
 
     def in_sync_count(self) -> int:
-        """Replicas heard from within the leader's CheckQuorum window (the ISR)."""
+        """Size of :meth:`in_sync_replicas` (0 when not the leader)."""
         if not self.is_leader:
             return 0
-        return len(self.group.node.active_voters())
+        return len(self.in_sync_replicas())
 
     def in_sync_replicas(self) -> list[int]:
+        """The ISR as Kafka reports it: replicas heard from within the leader's CheckQuorum
+        window whose broker is connected and not silent (a quiet leader does not run
+        CheckQuorum, so broker-pair liveness is what notices a dead or paused follower)."""
         if not self.is_leader:
             return list(self.replicas)
-        active = self.group.node.active_voters()
-        return [r for r in self.replicas if r in active]
+        g = self.group
+        active = g.node.active_voters()
+        return [r for r in self.replicas if r in active and g.host.peer_alive(r)]
 
     def append(self, records: bytearray) -> AppendInfo:
         if self._offline or self.group is None:
