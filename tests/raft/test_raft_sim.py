@@ -8,9 +8,9 @@ import pytest
 from litemq.raft import node as raft_node
 from litemq.raft.sim import Simulation, Violation, config_for, main, run_seed
 
-CI_SEEDS = 300
-CI_STEPS = 1500
-CHUNK = 50
+CI_SEEDS = 2000
+CI_STEPS = 1000
+CHUNK = 100
 
 
 @pytest.mark.parametrize("first", range(0, CI_SEEDS, CHUNK))
