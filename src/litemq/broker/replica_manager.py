@@ -126,6 +126,7 @@ class Partition:
         for _, fut in self._waiters:
             if not fut.done():
                 fut.set_exception(exc)
+                fut.exception()  # awaiters still get it; an abandoned long-poll future logs nothing
         self._waiters = []
 
     # ------------------------------------------------------------------ waiting

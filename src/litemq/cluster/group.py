@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from bisect import bisect_right
 from pathlib import Path
@@ -161,6 +162,8 @@ class RaftGroup:
         self.plog = plog
         self.closed = False
         self.failed = False
+        self._state_lock = threading.Lock()
+        self._written_term = -1
         state = self._read_state()
         self.view = PartitionLogView(plog, voters, state.get("snapshot_term"))
         if snapshot is not None:  # metadata group: (term, image) at log start - 1
@@ -200,28 +203,42 @@ class RaftGroup:
             return {}
 
     def write_state(self, hs: HardState, sync: bool) -> None:
-        """Persist term, vote, commit index (and the snapshot term); fsync when ``sync``."""
-        body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
-                           "snapshot_term": self.view.snapshot_term}).encode()
-        path = self._state_path
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, body)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        """Persist term, vote, commit index (and the snapshot term); fsync when ``sync``.
+
+        Called from the event loop (lazy commit checkpoints, close) and from the executor (a
+        new term or vote, fsynced before any message leaves): a lock serialises them, and a
+        state never replaces one with a higher term (a vote must not be rolled back)."""
+        with self._state_lock:
+            if hs.term < self._written_term:
+                return
+            body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
+                               "snapshot_term": self.view.snapshot_term}).encode()
+            path = self._state_path
+            tmp = path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, body)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            self._written_term = hs.term
 
     def checkpoint_commit(self) -> None:
-        """Lazily persist a moved commit index (no fsync; like Kafka's HW checkpoint)."""
-        if self._commit_dirty and not self.closed:
+        """Lazily persist a moved commit index (no fsync; like Kafka's HW checkpoint). Skipped
+        while a Ready is being persisted (its hard state is written by that fsync)."""
+        if self._commit_dirty and not self.closed and not self._persisting:
             self._commit_dirty = False
             try:
-                self.write_state(self.node.hard_state if not self._persisting else self._saved_hs, sync=False)
+                self.write_state(self._saved_hs_with_commit(), sync=False)
             except OSError as exc:
                 log.warning("%s: cannot checkpoint the commit index: %s", self.group_id, exc)
+
+    def _saved_hs_with_commit(self) -> HardState:
+        """The durable term and vote with the current commit index (never an unsynced vote)."""
+        hs = self._saved_hs
+        return HardState(hs.term, hs.voted_for, self.node.commit_index)
 
     # ------------------------------------------------------------ leader append
     @property
@@ -357,6 +374,6 @@ class RaftGroup:
         self.closed = True
         if not self.failed:
             try:
-                self.write_state(self.node.hard_state if not self._persisting else self._saved_hs, sync=True)
+                self.write_state(self._saved_hs_with_commit(), sync=True)
             except OSError:
                 pass
