@@ -260,9 +260,7 @@ class RaftGroup:
         if e.kind == EntryKind.CONTROL and not payload:
             payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
                                           control_type=CONTROL_LEADER_CHANGE, timestamp_ms=int(time.time() * 1000))
-        info = self.plog.append_as_follower(payload)
-        if info.first_offset != e.offset and info.first_offset > e.offset:
-            pass  # a compaction gap before the batch: the entry covers it
+        self.plog.append_as_follower(payload)
 
     def leader_append(self, records: bytearray) -> AppendInfo:
         """Append a produced records blob as leader and propose it (one entry per batch).

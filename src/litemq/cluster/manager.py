@@ -29,7 +29,6 @@ import asyncio
 import json
 import logging
 import os
-import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -235,12 +234,6 @@ class ClusterManager:
         heard = self.transport.last_heard.get(node_id)
         return (self.transport.connected(node_id) and heard is not None
                 and self.loop.time() - heard <= PEER_SILENCE_TICKS * self.config.raft_tick_ms / 1000)
-
-    def _should_tick_query(self, g: RaftGroup) -> bool:
-        """:meth:`_should_tick` for a follower, without side effects (status reporting)."""
-        if g.node.is_leader:
-            return not g.quiet
-        return self._should_tick(g)
 
     def _should_tick(self, g: RaftGroup) -> bool:
         """Quiescence: an idle partition group costs nothing per tick.
@@ -728,21 +721,17 @@ class ClusterManager:
             parts.append({"topic": topic, "partition": index, "replicas": p.replicas, "role": n.role.value,
                           "leader_id": n.leader_id, "leader_epoch": n.term, "log_start_offset": p.log_start_offset,
                           "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark, "lag": lag,
-                          "quiet": g.quiet or (not n.is_leader and not self._should_tick_query(g))})
+                          "quiet": g.quiet if n.is_leader else not self._should_tick(g)})
         return {
             "node_id": self.node_id,
             "cluster_id": self.image.cluster_id,
             "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
                          "applied_offset": self.applied_offset, "voters": sorted(node.voters)},
-            "brokers": [{"node_id": n, "host": h, "port": p, "live": n in self.live_brokers or n == self.node_id}
-                        for n, h, p in ((b.node_id, b.host, b.port) for b in sorted(self.image.brokers.values(),
-                                                                                   key=lambda b: b.node_id))],
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port,
+                         "live": b.node_id in self.live_brokers or b.node_id == self.node_id}
+                        for b in sorted(self.image.brokers.values(), key=lambda b: b.node_id)],
             "partitions": parts,
             "dropped_raft_messages": self.transport.dropped_messages if self.transport else 0,
             "raft_frames_received": self.transport.frames_received if self.transport else 0,
             "raft_messages_received": self.raft_messages_received,
         }
-
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)

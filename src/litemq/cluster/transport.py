@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF_MS = 200
+_KEEPALIVE = encode_frame(FRAME_RAFT, encode_raft_batch([]))
+"""An empty RAFT frame, the broker-pair heartbeat (encoded once)."""
 CONNECT_TIMEOUT_MS = 1000
 
 
@@ -229,9 +231,8 @@ class Transport:
     def keepalive(self) -> None:
         """Broker-pair heartbeat: an empty RAFT frame to every connected peer (once per tick),
         so followers of quiescent partitions know the leader's broker is alive."""
-        empty = encode_frame(FRAME_RAFT, encode_raft_batch([]))
         for link in list(self.links.values()):
-            link.write(empty)
+            link.write(_KEEPALIVE)
 
     # ------------------------------------------------------------ rpc
     async def rpc(self, peer_id: int, body: dict, timeout_s: float) -> dict:
