@@ -48,10 +48,11 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.testing.cluster import LocalCluster, wait_for
+from litemq.testing.readback import read_sequenced
 from litemq.testing.process import BrokerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -345,32 +346,6 @@ class Load:
         return self.producer.flush(flush_timeout_s)
 
 
-def read_back(bs: str, topic: str, partitions: int, want: dict[int, set[int]], timeout_s: float = 120.0) -> dict:
-    """partition -> [(offset, seq)] read from the beginning until every wanted offset was seen
-    and 2 s passed without a record (or ``timeout_s``)."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": "bench-cluster-check", "enable.auto.commit": False, **CLIENT})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
-    seen: dict[int, set[int]] = {p: set() for p in range(partitions)}
-    deadline = time.monotonic() + timeout_s
-    idle_since = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            msgs = c.consume(5000, 0.5)
-            for m in msgs:
-                if m.error() is not None:
-                    continue
-                read[m.partition()].append((m.offset(), int(m.value().decode().split(":")[1])))
-                seen[m.partition()].add(m.offset())
-            if msgs:
-                idle_since = time.monotonic()
-            if all(want[p] <= seen[p] for p in range(partitions)) and time.monotonic() - idle_since > 2.0:
-                break
-    finally:
-        c.close()
-    return read
-
-
 def verify(load: Load, read: dict) -> tuple[bool, list[str]]:
     """Per partition: acknowledged vs read, missing acknowledged offsets, offsets holding another
     record than acknowledged, duplicates, and whether the acknowledged sequence is 0..n-1."""
@@ -496,7 +471,8 @@ def failover(args) -> dict:
         if left:
             result["problems"].append(f"{left} records neither acknowledged nor failed after the flush")
         cluster.wait_leaders(topic, PARTITIONS, timeout_s=30)
-        read = read_back(bs, topic, PARTITIONS, {p: {o for o, _ in a} for p, a in load.acked.items()})
+        read = read_sequenced(bs, topic, PARTITIONS, {p: {o for o, _ in a} for p, a in load.acked.items()},
+                              group_id="bench-cluster-check", client_config=CLIENT, timeout_s=120.0)
         ok, lines = verify(load, read)
         if not ok:
             result["problems"].append("read-back check failed")

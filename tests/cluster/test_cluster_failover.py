@@ -21,11 +21,12 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.cli.cluster_commands import _is_our_broker as _running
 from litemq.testing.cluster import LocalCluster, free_base_port, wait_for
+from litemq.testing.readback import read_sequenced
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -107,36 +108,6 @@ class Load:
                          f"now {self.counts()}; failures {self.failed[:3]})")
 
 
-def read_partitions(bootstrap: str, topic: str, partitions: int, want: dict[int, set[int]],
-                    timeout_s: float = 90.0) -> dict[int, list[tuple[int, int]]]:
-    """Every record of ``topic`` from the beginning, as partition -> [(offset, seq)] in read
-    order; reads until every offset in ``want`` was seen, then until 2 s pass without a record."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-check", "enable.auto.commit": False,
-                         **CLIENT})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
-    seen: dict[int, set[int]] = {p: set() for p in range(partitions)}
-    deadline = time.monotonic() + timeout_s
-    idle_since = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            msgs = consumer.consume(5000, 0.5)
-            for m in msgs:
-                assert m.error() is None, m.error()
-                p, seq = m.value().decode().split(":")
-                assert int(p) == m.partition()
-                read[m.partition()].append((m.offset(), int(seq)))
-                seen[m.partition()].add(m.offset())
-            if msgs:
-                idle_since = time.monotonic()
-            complete = all(want[p] <= seen[p] for p in range(partitions))
-            if complete and time.monotonic() - idle_since > 2.0:
-                break
-    finally:
-        consumer.close()
-    return read
-
-
 def check_no_acked_loss(load: Load, read: dict[int, list[tuple[int, int]]]) -> None:
     for p, acked in load.acked.items():
         got = read[p]
@@ -207,7 +178,8 @@ def test_leader_kills_and_pauses_lose_no_acked_record(tmp_path):
             load.stop()
         total = sum(load.counts())
         assert total >= 6 * 60, f"only {total} acks: the load did not run"
-        read = read_partitions(bs, topic, n, {p: {o for o, _ in acked} for p, acked in load.acked.items()})
+        read = read_sequenced(bs, topic, n, {p: {o for o, _ in acked} for p, acked in load.acked.items()},
+                              group_id="failover-check", client_config=CLIENT)
         check_no_acked_loss(load, read)
         wait_replicas_caught_up(cluster, topic, n)
         print(f"\n{total} acknowledged records over {n} partitions, {len(load.failed)} failed deliveries, "
