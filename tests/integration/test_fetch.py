@@ -127,7 +127,7 @@ def test_offset_for_leader_epoch(shared_broker, topic):
 
 
 def test_list_offsets_max_timestamp(shared_broker, topic):
-    """ListOffsets v7+ with timestamp -3 (KIP-734): the batch with the largest timestamp."""
+    """ListOffsets v7+ with timestamp -3 (KIP-734): the record with the largest timestamp."""
     with WireClient("127.0.0.1", shared_broker.port) as c:
         base = 1_700_000_000_000
         for ts in (base + 5000, base + 9000, base + 1000):
@@ -136,3 +136,44 @@ def test_list_offsets_max_timestamp(shared_broker, topic):
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -3}]}]})
         p = resp.topics[0].partitions[0]
         assert (p.error_code, p.offset, p.timestamp) == (0, 1, base + 9000)
+
+
+def list_max_timestamp(c: WireClient, topic: str, version: int = 7) -> tuple[int, int, int]:
+    resp = c.request(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -3}]}]})
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.offset, p.timestamp
+
+
+def test_list_offsets_max_timestamp_is_the_record_not_the_batch(shared_broker, topic):
+    """KIP-734 asks for the record with the largest timestamp: inside a multi-record batch that
+    is not the batch's last offset; with ties, the first such record (Kafka
+    ``RecordBatch.offsetOfMaxTimestamp``). Checked raw and through confluent-kafka's admin."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    base = 1_700_000_000_000
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
+
+    def admin_max() -> tuple[int, int]:
+        tp = TopicPartition(topic, 0)
+        r = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(timeout=30)
+        return r.offset, r.timestamp
+
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        assert list_max_timestamp(c, topic) == (0, -1, -1)  # empty log
+        # one batch of 6 records (offsets 0..5): the max (base+9000) at offsets 2 and 4
+        ts = [base + 1000, base + 3000, base + 9000, base + 2000, base + 9000, base + 4000]
+        assert produce(c, topic, [(b"k%d" % i, b"v", (), t) for i, t in enumerate(ts)]) == 0
+        assert list_max_timestamp(c, topic) == (0, 2, base + 9000)
+        assert list_max_timestamp(c, topic, version=8) == (0, 2, base + 9000)
+        assert admin_max() == (2, base + 9000)
+        # a later batch (offsets 6..8) with a smaller max leaves the answer where it was
+        assert produce(c, topic, [(b"a", b"v", (), base + 8000), (b"b", b"v", (), base + 500),
+                                  (b"c", b"v", (), base + 7000)]) == 6
+        assert list_max_timestamp(c, topic) == (0, 2, base + 9000)
+        # a later batch (offsets 9..11) with a larger max in its middle moves it there
+        assert produce(c, topic, [(b"a", b"v", (), base + 100), (b"b", b"v", (), base + 20000),
+                                  (b"c", b"v", (), base + 5)]) == 9
+        assert list_max_timestamp(c, topic) == (0, 10, base + 20000)
+        assert admin_max() == (10, base + 20000)

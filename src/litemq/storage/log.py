@@ -513,16 +513,32 @@ class PartitionLog:
         return _first_record_at_or_after(data, h, timestamp_ms, start)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the batch holding the largest timestamp in the log
-        (ListOffsets with timestamp -3, KIP-734); the offset is that batch's last offset, as
-        recorded in the segment's time index. ``None`` for a log with no timestamped batch."""
+        """``(offset, timestamp)`` of the first record holding the largest timestamp in the log
+        (ListOffsets with timestamp -3, KIP-734; Kafka ``UnifiedLog.fetchOffsetByTimestamp``):
+        the first segment with the largest max timestamp, in it the first batch whose header
+        max timestamp equals it (found from the segment's offset of max timestamp), and that one
+        batch decoded for the exact record (Kafka ``RecordBatch.offsetOfMaxTimestamp``).
+        Records below the log start offset are not considered. ``None`` for a log with no
+        timestamped batch. The caller filters by high watermark."""
         with self._lock:
-            best: tuple[int, int] | None = None
-            for seg in self._segments[self._segment_index_for(self.log_start_offset):]:
+            start = self.log_start_offset
+            best = None
+            for seg in self._segments[self._segment_index_for(start):]:
                 seg.ensure_indexes()
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
-                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None:
+                return None
+            ts = best.max_timestamp
+            found = best.find(max(best.offset_of_max_timestamp, start))
+            if found is None or found[1].max_timestamp != ts:  # index disagrees: scan the segment
+                found = next(((p, h) for p, h in best.iter_headers()
+                              if h.max_timestamp == ts and h.base_offset + h.last_offset_delta >= start), found)
+            if found is None:
+                return None
+            pos, h = found
+            data = os.pread(best.fd, h.size, pos)
+        return _first_record_with_max_timestamp(data, h, start)
 
     # ================================================================== flush
     def flush(self) -> None:
@@ -791,6 +807,24 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _first_record_with_max_timestamp(data: bytes, h: BatchHeader, min_offset: int) -> tuple[int, int]:
+    """Exact ``(offset, timestamp)`` of the first record of batch ``data`` (offset >=
+    ``min_offset``) whose timestamp is the batch header's max timestamp (Kafka
+    ``RecordBatch.offsetOfMaxTimestamp``); if ``min_offset`` cut that record off, the record with
+    the largest timestamp at/after ``min_offset``; the batch's last offset if none decodes."""
+    if h.timestamp_type == 1:  # LogAppendTime: every record has the batch max timestamp
+        return max(h.base_offset, min_offset), h.max_timestamp
+    best: tuple[int, int] | None = None
+    for rec in decode_batch(data)[1]:
+        if rec.offset < min_offset:
+            continue
+        if rec.timestamp == h.max_timestamp:
+            return rec.offset, rec.timestamp
+        if best is None or rec.timestamp > best[1]:
+            best = (rec.offset, rec.timestamp)
+    return best if best is not None else (h.base_offset + h.last_offset_delta, h.max_timestamp)
 
 
 def _first_record_at_or_after(data: bytes, h: BatchHeader, timestamp_ms: int, min_offset: int) -> tuple[int, int]:
