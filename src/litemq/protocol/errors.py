@@ -195,6 +195,20 @@ class InvalidProducerEpochError(KafkaError):
     code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(KafkaError):
+    """A produce that contradicts the producer's transaction state, e.g. a non-transactional
+    batch from a producer with an ongoing transaction (INVALID_TXN_STATE, KIP-98)."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from an older coordinator epoch than the one the partition last saw
+    for that producer (TRANSACTION_COORDINATOR_FENCED, Kafka ``checkCoordinatorEpoch``)."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class UnknownProducerIdError(KafkaError):
     """A batch from a producer id the log has no state for (UNKNOWN_PRODUCER_ID)."""
 

@@ -5,6 +5,8 @@ Source: Kafka ``UnifiedLog`` + ``LocalLog`` + ``LogLoader`` (storage module). Di
 
     <topic>-<partition>/
         00000000000000000000.log / .index / .timeindex     segments, named by base offset
+        00000000000000000000.txnindex                      aborted transactions of the segment
+                                                           (only once one aborted in it)
         00000000000000000000.snapshot                      producer state snapshots
         leader-epoch-checkpoint                            epoch -> start offset
         log-start-offset-checkpoint                        first readable offset
@@ -23,6 +25,17 @@ disk. It is checkpointed lazily (segment roll, truncation, close, every
 ``RECOVERY_POINT_CHECKPOINT_INTERVAL_MS``); after a crash every batch from the segment holding
 the checkpointed recovery point onwards is validated (length, magic, CRC) and a torn tail is
 truncated. Data fsynced but not yet covered by the checkpoint is simply validated again.
+
+Transactions (KIP-98; Kafka ``UnifiedLog``/``ProducerStateManager``/``TransactionIndex``): a
+transactional data batch starts its producer's transaction; a COMMIT/ABORT control batch
+(written by the coordinator, :attr:`AppendOrigin.COORDINATOR`, or replicated) completes it, and
+an ABORT adds ``(producer_id, first_offset, last_offset, last_stable_offset)`` to the
+``.txnindex`` of the segment holding the marker. Only control batches are ever decoded (one
+record); data batches are handled by their headers. :meth:`last_stable_offset` gives the LSO for
+a high watermark, :meth:`collect_aborted_transactions` the aborted list of a read_committed
+fetch. Recovery rebuilds the ``.txnindex`` of every re-validated segment from producer state
+replayed up to the segment's base; a ``.txnindex`` failing its size check on open makes its
+segment (and the later ones) re-validated the same way.
 """
 
 from __future__ import annotations
@@ -36,10 +49,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from litemq.protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from litemq.protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnsupportedCompressionError,
+)
 from litemq.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     BatchHeader,
     decode_batch,
+    parse_control_key,
+    parse_end_txn_marker,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -53,7 +76,12 @@ from litemq.storage.checkpoints import (
 )
 from litemq.storage.config import LogConfig
 from litemq.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from litemq.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from litemq.storage.producer_state import (  # noqa: F401 - AppendOrigin re-exported
+    SNAPSHOT_SUFFIX,
+    AppendOrigin,
+    CompletedTxn,
+    ProducerStateManager,
+)
 from litemq.storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -61,6 +89,7 @@ from litemq.storage.segment import (
     LogSegment,
     parse_segment_name,
 )
+from litemq.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +103,31 @@ PRODUCER_SNAPSHOTS_TO_KEEP = 2
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _end_txn_marker(buf, pos: int, h: BatchHeader, *, strict: bool = False) -> tuple[int, int] | None:
+    """``(control_type, coordinator_epoch)`` of the COMMIT/ABORT control batch at ``buf[pos:]``
+    (Kafka ``EndTransactionMarker``: one control record, key = version 0 + type, value = version
+    + coordinator epoch). None for other control batches (LEADER_CHANGE, ...) or, unless
+    ``strict``, an undecodable one; with ``strict`` those raise :class:`InvalidRecordError`."""
+    try:
+        _, recs = decode_batch(buf, pos, check_crc=False)
+        if len(recs) != 1:
+            raise InvalidRecordError(f"control batch with {len(recs)} records")
+        version, control_type = parse_control_key(recs[0].key)
+        if version != 0 or control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+            raise InvalidRecordError(f"control record version {version} type {control_type} is not a "
+                                     "transaction marker")
+        _, coordinator_epoch = parse_end_txn_marker(recs[0].value)
+        return control_type, coordinator_epoch
+    except (CorruptRecordError, InvalidRecordError, UnsupportedCompressionError) as exc:
+        if strict:
+            raise InvalidRecordError(f"not a transaction marker batch: {exc}") from None
+        return None
+
+
+def _aborted(done: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(done.producer_id, done.first_offset, done.last_offset, done.last_stable_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +246,10 @@ class PartitionLog:
         marker = d / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
         self._complete_swaps()
-        bases = sorted(b for b in (parse_segment_name(n) for n in os.listdir(d) if n.endswith(LOG_SUFFIX))
+        names = os.listdir(d)
+        bases = sorted(b for b in (parse_segment_name(n) for n in names if n.endswith(LOG_SUFFIX))
                        if b is not None)
+        bad_txn_index = self._check_txn_indexes(names, set(bases))
         segments = [LogSegment(d, b, self._config) for b in bases]
         start = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         if not segments:
@@ -206,8 +262,11 @@ class PartitionLog:
         if recovery_point is None:
             recovery_point = self.log_start_offset if clean else 0
 
-        if not clean:
-            self._recover_from(recovery_point)
+        recover_from = None if clean else recovery_point
+        if bad_txn_index is not None:
+            recover_from = bad_txn_index if recover_from is None else min(recover_from, bad_txn_index)
+        if recover_from is not None:
+            self._recover_from(recover_from)  # producer state rebuilt along the way
         leo = self.active_segment.read_next_offset()
         if leo < self.log_start_offset:
             # Unflushed data below a checkpointed log start was lost: restart empty there.
@@ -218,6 +277,7 @@ class PartitionLog:
             self._set_segments([LogSegment.create(d, self.log_start_offset, self._config)])
             self.leader_epoch_cache.clear()
             leo = self.log_start_offset
+            recover_from = None
         self._leo = leo
         if clean:
             recovery_point = leo
@@ -225,7 +285,11 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(leo)
         if self.leader_epoch_cache.epochs:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state(leo)
+        if recover_from is None:
+            self._rebuild_producer_state(leo)
+        else:
+            self.producer_state.delete_snapshots(above=leo)
+            self.producer_state.map_end_offset = leo
         if clean:
             os.unlink(marker)
             fsync_dir(d)
@@ -254,18 +318,54 @@ class PartitionLog:
             os.replace(self.dir / (final + SWAP_SUFFIX), self.dir / final)
             log.info("%s: completed interrupted compaction swap of %s", self.dir, final)
 
+    def _check_txn_indexes(self, names: list[str], bases: set[int]) -> int | None:
+        """Delete ``.txnindex`` files without a segment; return the lowest base offset of a
+        segment whose ``.txnindex`` fails its size check (Kafka ``LogSegment.sanityCheck``), or
+        None. One log line per bad file."""
+        worst = None
+        for n in names:
+            if not n.endswith(TXN_INDEX_SUFFIX):
+                continue
+            base = parse_segment_name(n)
+            if base is None:
+                continue
+            if base not in bases:
+                os.unlink(self.dir / n)
+                continue
+            problem = TransactionIndex.sanity_check_file(self.dir / n)
+            if problem is not None:
+                log.warning("%s: transaction index %s: %s: re-validating the log from offset %d to rebuild it",
+                            self.dir, n, problem, base)
+                worst = base if worst is None else min(worst, base)
+        return worst
+
     def _recover_from(self, recovery_point: int) -> None:
         """Validate segments holding offsets >= ``recovery_point``; truncate at the first bad batch
-        and delete every later segment (Kafka ``LogLoader.recoverLog``)."""
+        and delete every later segment (Kafka ``LogLoader.recoverLog``). Producer state is
+        rebuilt up to the first such segment's base, then advanced batch by batch through the
+        validated ones, whose ``.txnindex`` is rebuilt from the aborts met (Kafka
+        ``LogSegment.recover(producerStateManager)``). Leaves the producer state at the new log end."""
         segs = self._segments
         i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         epochs = self.leader_epoch_cache
+        self._rebuild_producer_state(segs[i].base_offset)
+        ps = self.producer_state
+        start = self.log_start_offset
+        current: list[LogSegment] = []
 
-        def on_batch(h: BatchHeader) -> None:  # Kafka LogSegment.recover: only newer epochs
-            if h.partition_leader_epoch > epochs.latest_epoch():
+        def on_batch(h: BatchHeader, batch: memoryview) -> None:
+            if h.partition_leader_epoch > epochs.latest_epoch():  # Kafka: only newer epochs
                 epochs.assign(h.partition_leader_epoch, h.base_offset)
+            if h.base_offset + h.last_offset_delta < start:
+                return
+            marker = _end_txn_marker(batch, 0, h) if h.is_control and h.producer_id >= 0 else None
+            done = ps.update(h, None, marker)
+            if done is not None and done.is_aborted:
+                current[-1].txn_index.append(_aborted(done))
         for j in range(i, len(segs)):
             seg = segs[j]
+            current.append(seg)
+            seg.txn_index.reset()
             truncated = seg.recover(on_batch)
             if truncated and j + 1 < len(segs):
                 doomed = segs[j + 1:]
@@ -279,22 +379,30 @@ class PartitionLog:
                  self.active_segment.next_offset)
 
     def _rebuild_producer_state(self, end: int) -> None:
-        """Load the newest snapshot <= ``end`` and replay batch headers from it to ``end``."""
+        """Load the newest snapshot <= ``end`` and replay batch headers from it up to ``end``
+        (Kafka ``UnifiedLog.rebuildProducerState``): sequences, ongoing transactions and the
+        completed ones. Only the producers' control batches are read whole (markers); the
+        ``.txnindex`` files are not touched. Batches below the log start are skipped."""
         ps = self.producer_state
         ps.delete_snapshots(above=end)
         ps.load_latest_snapshot(end, min_offset=self.log_start_offset)
         start = max(ps.map_end_offset, self.log_start_offset)
-        if start >= end:
-            ps.map_end_offset = end
-            return
-        for seg in self._segments_from(start):
-            found = seg.find(start) if seg.base_offset < start else None
-            pos = found[0] if found else 0
-            if seg.base_offset < start and found is None:
-                continue
-            for _, h in seg.iter_headers(pos):
-                if h.base_offset + h.last_offset_delta >= start:
-                    ps.update(h)
+        if start < end:
+            for seg in self._segments_from(start):
+                if seg.base_offset >= end:
+                    break
+                found = seg.find(start) if seg.base_offset < start else None
+                pos = found[0] if found else 0
+                if seg.base_offset < start and found is None:
+                    continue
+                for p, h in seg.iter_headers(pos):
+                    if h.base_offset >= end:
+                        break
+                    if h.base_offset + h.last_offset_delta >= start:
+                        marker = None
+                        if h.is_control and h.producer_id >= 0:
+                            marker = _end_txn_marker(os.pread(seg.fd, h.size, p), 0, h)
+                        ps.update(h, None, marker)
         ps.map_end_offset = end
 
     # ================================================================== segment list helpers
@@ -314,29 +422,61 @@ class PartitionLog:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
     # ================================================================== append
-    def append(self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
-        """Leader append of a Produce partition's ``records`` (one or more whole batches).
+    def append(self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Leader append of a Produce partition's ``records`` (one or more whole batches), or of
+        one transaction marker from the transaction coordinator.
 
         Validates from headers only (framing, magic 2, CRC, size <= ``max.message.bytes``,
-        ``records_count == last_offset_delta + 1``), checks idempotent-producer sequences,
-        assigns dense offsets and ``leader_epoch`` in place (``records`` is modified), stamps
-        LogAppendTime if configured, writes with one ``pwrite``. Raises
-        :class:`CorruptRecordError`, :class:`InvalidRecordError`, :class:`RecordTooLargeError`,
+        ``records_count == last_offset_delta + 1``), assigns dense offsets and ``leader_epoch``
+        in place (``records`` is modified), stamps LogAppendTime if configured, writes with one
+        ``pwrite``. Kafka ``UnifiedLog.appendAsLeader`` + ``ProducerAppendInfo``:
+
+        - ``origin=CLIENT``: control batches are refused (:class:`InvalidRecordError`);
+          idempotent-producer sequences/epochs are checked (a retried batch answers
+          ``duplicate=True`` with its original offsets); a transactional batch starts its
+          producer's transaction at its base offset if none is ongoing; a non-transactional
+          batch from a producer with an ongoing transaction raises
+          :class:`InvalidTxnStateError`.
+        - ``origin=COORDINATOR``: ``records`` must be exactly one control batch with one
+          COMMIT/ABORT record (else :class:`InvalidRecordError`); its producer epoch must not be
+          older than the producer's (:class:`InvalidProducerEpochError`) nor its coordinator
+          epoch older than the last recorded one (:class:`TransactionCoordinatorFencedError`).
+          No sequence check. It completes the producer's transaction; an ABORT is added to the
+          active segment's ``.txnindex``.
+
+        Also raises :class:`CorruptRecordError`, :class:`RecordTooLargeError`,
         :class:`UnsupportedCompressionError`, :class:`OutOfOrderSequenceError`,
-        :class:`InvalidProducerEpochError`, :class:`KafkaStorageError` (log unchanged).
+        :class:`KafkaStorageError`. The log is unchanged whenever an error is raised.
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
         config = self._config
         headers = validate_batches(buf, max_batch_bytes=config.max_message_bytes, dense=True)
         if not headers:
             raise InvalidRecordError("no record batch in the append")
+        markers = None
+        if origin is AppendOrigin.COORDINATOR:
+            h0 = headers[0]
+            if len(headers) != 1 or not h0.is_control or h0.producer_id < 0:
+                raise InvalidRecordError("a coordinator append must be one control batch with a producer id")
+            marker = _end_txn_marker(buf, 0, h0, strict=True)
+            markers = {0: marker}
+        elif origin is AppendOrigin.CLIENT:
+            for h in headers:
+                if h.is_control:
+                    raise InvalidRecordError("clients may not write control batches")
+        else:
+            raise ValueError(f"unknown append origin {origin!r}")
         now = _now_ms() if now_ms is None else now_ms
         append_time = config.log_append_time
         with self._lock:
             self._check_open()
-            dup = self.producer_state.check_client_append(headers)
-            if dup is not None:
-                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, len(headers), 0, True)
+            if markers is not None:
+                self.producer_state.check_end_txn_marker(h0.producer_id, h0.producer_epoch, marker[1])
+            else:
+                dup = self.producer_state.check_client_append(headers)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, len(headers), 0, True)
             offset = first = self._leo
             pos = 0
             max_ts, offset_of_max = -1, -1
@@ -352,19 +492,32 @@ class PartitionLog:
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, offset - 1
                 pos += h.batch_length + 12
-            self._append_locked(buf, headers, bases, leader_epoch, max_ts, offset_of_max, now)
+            self._append_locked(buf, headers, bases, leader_epoch, max_ts, offset_of_max, now, markers)
             return AppendInfo(first, offset - 1, max_ts, now if append_time else -1, len(headers), len(buf))
 
     def append_as_follower(self, records: bytearray | bytes, *, now_ms: int | None = None) -> AppendInfo:
         """Append batches whose offsets (and epochs) were assigned by the leader.
 
         The first batch must start at ``log_end_offset`` and offsets must increase, else
-        :class:`InvalidRecordError`. Producer sequences are recorded, not checked.
+        :class:`InvalidRecordError`. Producer sequences and transactions are recorded, not
+        checked (Kafka ``AppendOrigin.REPLICATION``): transactional batches start transactions,
+        COMMIT/ABORT control batches complete them (ABORTs go to the ``.txnindex``); other
+        control batches (LEADER_CHANGE) and undecodable ones are not transaction markers.
         """
         buf = records
         headers = validate_batches(buf)
         if not headers:
             raise InvalidRecordError("no record batch in the append")
+        markers: dict[int, tuple[int, int]] | None = None
+        pos = 0
+        for i, h in enumerate(headers):
+            if h.is_control and h.producer_id >= 0:
+                marker = _end_txn_marker(buf, pos, h)
+                if marker is not None:
+                    if markers is None:
+                        markers = {}
+                    markers[i] = marker
+            pos += h.batch_length + 12
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
@@ -380,11 +533,14 @@ class PartitionLog:
                 nxt = h.base_offset + h.last_offset_delta + 1
                 if h.max_timestamp > max_ts:
                     max_ts, offset_of_max = h.max_timestamp, nxt - 1
-            self._append_locked(buf, headers, None, None, max_ts, offset_of_max, now)
+            self._append_locked(buf, headers, None, None, max_ts, offset_of_max, now, markers)
             return AppendInfo(expected, nxt - 1, max_ts, -1, len(headers), len(buf))
 
     def _append_locked(self, buf, headers: list[BatchHeader], bases: list[int] | None, epoch: int | None,
-                       max_ts: int, offset_of_max: int, now: int) -> None:
+                       max_ts: int, offset_of_max: int, now: int,
+                       markers: dict[int, tuple[int, int]] | None = None) -> None:
+        """Write, then update epochs and producer state. ``markers``: batch index ->
+        ``(control_type, coordinator_epoch)`` of the transaction markers among ``headers``."""
         first = bases[0] if bases else headers[0].base_offset
         last_h = headers[-1]
         last = (bases[-1] if bases else last_h.base_offset) + last_h.last_offset_delta
@@ -399,7 +555,11 @@ class PartitionLog:
         for i, h in enumerate(headers):
             base = bases[i] if bases else h.base_offset
             cache.assign(h.partition_leader_epoch if epoch is None else epoch, base)
-            ps.update(h, base)
+            done = ps.update(h, base, markers.get(i) if markers else None)
+            if done is not None and done.is_aborted:
+                if seg.txn_index.is_empty:
+                    self._dir_dirty = True  # the .txnindex file may be new
+                seg.txn_index.append(_aborted(done))
             count += h.records_count
         self.unflushed_messages += count
         if self._first_unflushed_ms is None:
@@ -540,6 +700,53 @@ class PartitionLog:
             data = os.pread(best.fd, h.size, pos)
         return _first_record_with_max_timestamp(data, h, start)
 
+    # ================================================================== transactions
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO for ``high_watermark``: ``min(high_watermark, first unstable offset)``,
+        where the first unstable offset is the smallest first offset of the ongoing
+        transactions and of the completed ones whose marker offset is >= ``high_watermark``
+        (Kafka ``unreplicatedTxns``), raised to the log start offset if below it (Kafka
+        ``UnifiedLog.maybeIncrementFirstUnstableOffset``). O(log n) amortised; a high watermark
+        above every earlier one forgets the completions below it (see
+        :class:`ProducerStateManager`), so pass the current one."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset_at(high_watermark)
+            if first is None or first >= high_watermark:
+                return high_watermark
+            return min(high_watermark, max(first, self.log_start_offset))
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing transaction (not counting completed ones), or
+        None (DescribeProducers, tools)."""
+        return self.producer_state.first_unstable_offset
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """``(producer_id, producer_epoch, first_offset)`` of every ongoing transaction, sorted by
+        first offset (DescribeProducers, ListTransactions)."""
+        with self._lock:
+            return self.producer_state.ongoing_transactions()
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of every aborted transaction with
+        ``last_offset >= max(start_offset, log_start_offset)`` and
+        ``first_offset < upper_bound_offset``, sorted by first offset: the ``AbortedTransactions``
+        of a read_committed fetch from ``start_offset`` whose data ends below
+        ``upper_bound_offset`` (Kafka ``UnifiedLog.collectAbortedTransactions``: the
+        ``.txnindex`` of the segment holding ``start_offset`` and of the later ones, stopping at
+        the first entry whose ``last_stable_offset >= upper_bound_offset``)."""
+        with self._lock:
+            start = max(start_offset, self.log_start_offset)
+            segments = self._segments
+            out: list[tuple[int, int]] = []
+            for seg in segments[self._segment_index_for(start):]:
+                entries, complete = seg.txn_index.collect(start, upper_bound_offset)
+                out += [(e.producer_id, e.first_offset) for e in entries]
+                if complete:
+                    break
+        out.sort(key=lambda t: (t[1], t[0]))
+        return out
+
     # ================================================================== flush
     def flush(self) -> None:
         """fsync everything appended so far (group commit; safe from any thread).
@@ -620,7 +827,9 @@ class PartitionLog:
 
     # ================================================================== truncation
     def truncate_to(self, offset: int) -> None:
-        """Remove every offset >= ``offset`` (Raft conflict / follower divergence).
+        """Remove every offset >= ``offset`` (Raft conflict / follower divergence), with the
+        ``.txnindex`` entries of aborts at/after it; producer state (sequences, transactions) is
+        rebuilt from a snapshot below ``offset``.
 
         Batches are never split: if ``offset`` falls inside a batch, that whole batch goes and
         the log end becomes its base offset (Raft truncates at batch boundaries anyway).
@@ -654,7 +863,9 @@ class PartitionLog:
                 self._flushed = offset
             self.leader_epoch_cache.truncate_from_end(offset)
             self.unflushed_messages = 0
+            floor = min(self.producer_state.completed_floor, offset)
             self._rebuild_producer_state(offset)
+            self.producer_state.raise_completed_floor(floor)
             self._checkpoint_recovery_now()
 
     def _checkpoint_recovery_now(self) -> None:

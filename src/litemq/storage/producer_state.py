@@ -1,9 +1,22 @@
-"""Idempotent-producer state of one partition: last batches per producer id, with snapshots.
+"""Producer state of one partition: idempotent sequences and transactions, with snapshots.
 
 Source: Kafka ``ProducerStateManager``, ``ProducerStateEntry``, ``ProducerAppendInfo`` (KIP-98,
-KIP-360). For every producer id the entry keeps its epoch and the metadata of its last 5
+KIP-360). For every producer id the entry keeps its epoch, the metadata of its last 5
 batches (``first_seq, last_seq, first_offset, last_offset, max_timestamp``), so a retried batch
-is recognised as a duplicate and answered with its original offsets.
+is recognised as a duplicate and answered with its original offsets, the first offset of its
+ongoing transaction (``current_txn_first_offset``) and the last coordinator epoch seen in one of
+its transaction markers (``coordinator_epoch``).
+
+Transactions (KIP-98): a transactional data batch of producer P starts P's transaction at the
+batch's base offset unless one is ongoing; a COMMIT/ABORT control batch of P completes it (first
+offset = the ongoing transaction's, or the marker's own offset if none, as Kafka). The manager
+keeps the ongoing transactions in first-offset order (``ongoing``) and the completed ones whose
+marker may still be above the high watermark (Kafka ``unreplicatedTxns``): completed
+transactions with marker offset >= ``completed_floor``, the highest high watermark seen (it only
+moves down on truncation). :meth:`first_unstable_offset_at` is O(log n) amortised (two heaps with
+lazy deletion). Exact for any high watermark >= ``completed_floor``; a lower one (e.g. a replica
+restarting with a stale high watermark) may miss completions the manager already dropped, which
+is Kafka's behaviour too.
 
 Rules on a leader append (``origin=client``), per batch carrying a producer id:
 
@@ -17,25 +30,43 @@ Rules on a leader append (``origin=client``), per batch carrying a producer id:
   been removed by retention, so the broker cannot tell a new producer from a forgotten one).
 
 Snapshots: ``<20-digit offset>.snapshot`` = the state covering every batch below that offset.
-Binary, big-endian: ``version int16 (1), crc uint32 (CRC-32C of what follows), count int32``,
-then ``count`` rows ``producer_id int64, epoch int16, first_seq int32, last_seq int32,
-first_offset int64, last_offset int64, timestamp int64`` (one row per remembered batch, oldest
-first). A snapshot whose CRC fails is ignored (the log is replayed from an older one).
+Binary, big-endian, ``version int16, crc uint32 (CRC-32C of everything after it)``, then:
+
+- version 2 (written): ``producer_count int32``, per producer ``producer_id int64, epoch int16,
+  coordinator_epoch int32, current_txn_first_offset int64 (-1 = none), batch_count int32``
+  followed by ``batch_count`` rows ``first_seq int32, last_seq int32, first_offset int64,
+  last_offset int64, timestamp int64`` (oldest first); then ``completed_floor int64,
+  completed_count int32`` and ``completed_count`` rows ``producer_id int64, first_offset int64,
+  last_offset int64`` (the completed transactions with marker offset >= ``completed_floor``).
+  Kafka's snapshot also stores ``currentTxnFirstOffset`` and ``coordinatorEpoch`` per producer.
+- version 1 (still read): ``count int32``, then ``count`` rows ``producer_id int64, epoch int16,
+  first_seq int32, last_seq int32, first_offset int64, last_offset int64, timestamp int64``
+  (one row per remembered batch, oldest first); no transaction state.
+
+A snapshot whose CRC or length fails is ignored (the log is replayed from an older one).
 """
 
 from __future__ import annotations
 
+import enum
+import heapq
 import logging
 import os
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crc32c import crc32c
 
-from litemq.protocol.errors import InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
+from litemq.protocol.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from litemq.protocol.records import BatchHeader
 from litemq.storage.checkpoints import atomic_write
 
@@ -46,9 +77,37 @@ NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
-_SNAP_HEAD = struct.Struct(">hIi")
-_SNAP_ROW = struct.Struct(">qhiiqqq")
-_SNAP_VERSION = 1
+_SNAP_HEAD = struct.Struct(">hIi")  # version, crc, count (v1: rows, v2: producers)
+_SNAP_ROW = struct.Struct(">qhiiqqq")  # v1 row
+_SNAP_PRODUCER = struct.Struct(">qhiqi")  # v2: pid, epoch, coordinator epoch, txn first offset, batches
+_SNAP_BATCH = struct.Struct(">iiqqq")  # v2: first_seq, last_seq, first_offset, last_offset, timestamp
+_SNAP_COMPLETED_HEAD = struct.Struct(">qi")  # v2: completed_floor, count
+_SNAP_COMPLETED = struct.Struct(">qqq")  # v2: pid, first_offset, last_offset
+_SNAP_VERSION = 2
+NO_COORDINATOR_EPOCH = -1
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending (Kafka ``AppendOrigin``): a producer through Produce, or the transaction
+    coordinator writing COMMIT/ABORT markers (WriteTxnMarkers). Replication has its own method
+    (:meth:`PartitionLog.append_as_follower`)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction completed by a marker (Kafka ``CompletedTxn``): offsets inclusive,
+    ``last_offset`` = the marker's offset; ``last_stable_offset`` = the LSO right after it
+    (Kafka ``ProducerStateManager.lastStableOffset(CompletedTxn)``: the first offset of the
+    earliest ongoing transaction of another producer, else ``last_offset + 1``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
 
 
 @dataclass(slots=True)
@@ -69,6 +128,10 @@ class ProducerStateEntry:
     producer_id: int
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    current_txn_first_offset: int | None = None
+    """First offset of the producer's ongoing transaction (None: no transaction ongoing)."""
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    """Coordinator epoch of the last transaction marker seen for this producer."""
 
     @property
     def last_seq(self) -> int:
@@ -88,10 +151,14 @@ class ProducerStateEntry:
         return None
 
     def add(self, epoch: int, meta: BatchMetadata) -> None:
+        self.set_epoch(epoch)
+        self.batches.append(meta)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Kafka ``maybeUpdateProducerEpoch``: a different epoch forgets the remembered batches."""
         if epoch != self.epoch:
             self.batches.clear()
             self.epoch = epoch
-        self.batches.append(meta)
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -105,14 +172,114 @@ def snapshot_name(offset: int) -> str:
 class ProducerStateManager:
     """Producer id -> :class:`ProducerStateEntry` for one partition, plus snapshot files.
 
-    ``map_end_offset`` is the offset up to which batches have been applied. Not thread-safe:
-    the owning log serialises calls.
+    ``map_end_offset`` is the offset up to which batches have been applied. ``ongoing`` maps
+    producer id -> first offset of its ongoing transaction, in first-offset order (transactions
+    start in offset order, so insertion order is first-offset order). Not thread-safe: the
+    owning log serialises calls.
     """
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
+        self.ongoing: OrderedDict[int, int] = OrderedDict()
+        self._reset_completed(0)
+
+    def _reset_completed(self, floor: int) -> None:
+        # Completed transactions with marker offset >= completed_floor (Kafka unreplicatedTxns):
+        # marker offset -> (producer id, first offset), plus two heaps with lazy deletion.
+        self.completed_floor = floor
+        self._completed: dict[int, tuple[int, int]] = {}
+        self._by_first: list[tuple[int, int]] = []  # (first offset, marker offset)
+        self._by_last: list[int] = []  # marker offsets
+
+    def _add_completed(self, producer_id: int, first_offset: int, last_offset: int) -> None:
+        self._completed[last_offset] = (producer_id, first_offset)
+        heapq.heappush(self._by_first, (first_offset, last_offset))
+        heapq.heappush(self._by_last, last_offset)
+
+    def _prune_completed(self, floor: int) -> None:
+        """Forget completed transactions whose marker offset < ``floor``."""
+        by_last, completed = self._by_last, self._completed
+        while by_last and by_last[0] < floor:
+            completed.pop(heapq.heappop(by_last), None)
+
+    # ------------------------------------------------------------------ transactions
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing transaction, or None (Kafka
+        ``firstUndecidedOffset``). O(1)."""
+        for first in self.ongoing.values():
+            return first
+        return None
+
+    def first_unstable_offset_at(self, high_watermark: int) -> int | None:
+        """Smallest first offset among ongoing transactions and completed transactions whose
+        marker offset is >= ``high_watermark`` (Kafka ``firstUnstableOffset`` with
+        ``unreplicatedTxns`` trimmed by ``onHighWatermarkUpdated``); None if there is none.
+        A higher ``high_watermark`` than ever before forgets completions below it.
+        O(log n) amortised."""
+        self.raise_completed_floor(high_watermark)
+        by_first, completed = self._by_first, self._completed
+        while by_first and by_first[0][1] not in completed:
+            heapq.heappop(by_first)
+        best = by_first[0][0] if by_first else None
+        for first in self.ongoing.values():
+            if best is None or first < best:
+                best = first
+            break
+        return best
+
+    def raise_completed_floor(self, floor: int) -> None:
+        """Forget completed transactions with marker offset < ``floor`` (no-op if already)."""
+        if floor > self.completed_floor:
+            self.completed_floor = floor
+            self._prune_completed(floor)
+
+    def completed_transactions(self) -> list[tuple[int, int, int]]:
+        """``(producer_id, first_offset, last_offset)`` of the tracked completed transactions
+        (marker offset >= ``completed_floor``), by marker offset."""
+        return [(pid, first, last) for last, (pid, first) in sorted(self._completed.items())]
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """``(producer_id, producer_epoch, first_offset)`` of ongoing transactions, by first offset."""
+        producers = self.producers
+        return [(pid, producers[pid].epoch, first) for pid, first in self.ongoing.items()]
+
+    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a marker written by the coordinator (Kafka ``ProducerAppendInfo
+        .appendEndTxnMarker`` -> ``checkProducerEpoch``, ``checkCoordinatorEpoch``).
+
+        Raises :class:`InvalidProducerEpochError` (marker epoch < the producer's epoch),
+        :class:`TransactionCoordinatorFencedError` (coordinator epoch < the last one recorded)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if entry.epoch != NO_PRODUCER_EPOCH and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id}: marker epoch {producer_epoch} is older than the current epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {producer_id}: marker coordinator epoch {coordinator_epoch} is older than "
+                f"{entry.coordinator_epoch}")
+
+    def _complete_txn(self, entry: ProducerStateEntry, offset: int, producer_epoch: int, control_type: int,
+                      coordinator_epoch: int) -> CompletedTxn:
+        pid = entry.producer_id
+        first = entry.current_txn_first_offset
+        if first is None:
+            first = offset
+        lso = offset + 1
+        for other, other_first in self.ongoing.items():  # P appears at most once: <= 2 steps
+            if other != pid:
+                lso = other_first
+                break
+        entry.current_txn_first_offset = None
+        self.ongoing.pop(pid, None)
+        entry.set_epoch(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        self._add_completed(pid, first, offset)
+        return CompletedTxn(pid, first, offset, control_type == 0, lso)
 
     # ------------------------------------------------------------------ queries
     def last_sequence(self, producer_id: int) -> int:
@@ -136,9 +303,12 @@ class ProducerStateManager:
         :class:`InvalidRecordError` (producer id with a negative sequence).
         """
         pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last_seq) within this append
+        txn_started: set[int] = set()  # pids whose transaction starts within this append
         for h in headers:
             pid = h.producer_id
             if pid < 0:
+                if h.is_transactional:
+                    raise InvalidRecordError("transactional batch without a producer id")
                 continue
             if h.base_sequence < 0:
                 raise InvalidRecordError(f"producer {pid}: invalid base sequence {h.base_sequence}")
@@ -164,29 +334,55 @@ class ProducerStateManager:
             elif not _in_sequence(cur_last, h.base_sequence) and (entry is not None or pid in pending):
                 raise OutOfOrderSequenceError(
                     f"producer {pid} epoch {epoch}: expected sequence {cur_last + 1}, got {h.base_sequence}")
+            if h.is_transactional:
+                txn_started.add(pid)
+            elif pid in txn_started or (entry is not None and entry.current_txn_first_offset is not None):
+                raise InvalidTxnStateError(
+                    f"producer {pid}: non-transactional batch while its transaction is ongoing")
             pending[pid] = (epoch, h.last_sequence)
         return None
 
     # ------------------------------------------------------------------ updates
-    def update(self, h: BatchHeader, base_offset: int | None = None) -> None:
-        """Apply one appended batch (leader, follower or replay). ``base_offset`` overrides the
-        header's (the leader rewrites it in the buffer after parsing)."""
+    def update(self, h: BatchHeader, base_offset: int | None = None,
+               marker: tuple[int, int] | None = None) -> CompletedTxn | None:
+        """Apply one appended batch (leader, follower or replay), no validation. ``base_offset``
+        overrides the header's (the leader rewrites it in the buffer after parsing).
+
+        A data batch with a producer id is remembered; a transactional one starts the producer's
+        transaction if none is ongoing. ``marker`` = ``(control_type, coordinator_epoch)`` of a
+        COMMIT(1)/ABORT(0) control batch (decoded by the caller) completes the producer's
+        transaction and returns it; other control batches only move ``map_end_offset``."""
         first = h.base_offset if base_offset is None else base_offset
         last = first + h.last_offset_delta
-        if h.producer_id >= 0:
-            entry = self.producers.get(h.producer_id)
-            if entry is None:
-                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
-            entry.add(h.producer_epoch, BatchMetadata(h.base_sequence, h.last_sequence, first, last,
-                                                      h.max_timestamp))
+        done = None
+        pid = h.producer_id
+        if pid >= 0:
+            entry = self.producers.get(pid)
+            if h.is_control:
+                if marker is not None:
+                    if entry is None:
+                        entry = self.producers[pid] = ProducerStateEntry(pid)
+                    done = self._complete_txn(entry, first, h.producer_epoch, marker[0], marker[1])
+            else:
+                if entry is None:
+                    entry = self.producers[pid] = ProducerStateEntry(pid)
+                entry.add(h.producer_epoch, BatchMetadata(h.base_sequence, h.last_sequence, first, last,
+                                                          h.max_timestamp))
+                if h.is_transactional and entry.current_txn_first_offset is None:
+                    entry.current_txn_first_offset = first
+                    self.ongoing[pid] = first
         self.map_end_offset = last + 1
+        return done
 
     def update_all(self, headers: Iterable[BatchHeader]) -> None:
         for h in headers:
             self.update(h)
 
     def clear(self, offset: int) -> None:
+        """Forget everything; the state now covers the (empty) log below ``offset``."""
         self.producers.clear()
+        self.ongoing.clear()
+        self._reset_completed(offset)
         self.map_end_offset = offset
 
     # ------------------------------------------------------------------ snapshots
@@ -203,35 +399,36 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, *, sync: bool = False) -> None:
-        """Write the current state as ``<map_end_offset>.snapshot`` (atomic; fsync if ``sync``)."""
-        rows = []
-        for entry in self.producers.values():
-            for b in entry.batches:
-                rows.append(_SNAP_ROW.pack(entry.producer_id, entry.epoch, b.first_seq, b.last_seq,
-                                           b.first_offset, b.last_offset, b.timestamp))
-        body = struct.pack(">i", len(rows)) + b"".join(rows)
+        """Write the current state as ``<map_end_offset>.snapshot`` (format version 2, atomic;
+        fsync if ``sync``)."""
+        rows = [struct.pack(">i", len(self.producers))]
+        for e in self.producers.values():
+            txn_first = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+            rows.append(_SNAP_PRODUCER.pack(e.producer_id, e.epoch, e.coordinator_epoch, txn_first, len(e.batches)))
+            for b in e.batches:
+                rows.append(_SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp))
+        self._prune_completed(self.completed_floor)
+        completed = self.completed_transactions()
+        rows.append(_SNAP_COMPLETED_HEAD.pack(self.completed_floor, len(completed)))
+        rows += [_SNAP_COMPLETED.pack(*c) for c in completed]
+        body = b"".join(rows)
         data = struct.pack(">hI", _SNAP_VERSION, crc32c(body)) + body
         atomic_write(self.dir / snapshot_name(self.map_end_offset), data, sync=sync)
 
-    def _read_snapshot(self, offset: int) -> dict[int, ProducerStateEntry] | None:
+    def _read_snapshot(self, offset: int) -> tuple[dict[int, ProducerStateEntry], int, list] | None:
+        """``(producers, completed_floor, completed rows)`` of a snapshot file, None if unusable."""
         path = self.dir / snapshot_name(offset)
         try:
             data = path.read_bytes()
             version, crc, count = _SNAP_HEAD.unpack_from(data, 0)
-            if version != _SNAP_VERSION or crc32c(memoryview(data)[6:]) != crc:
+            if version not in (1, 2) or crc32c(memoryview(data)[6:]) != crc:
                 raise ValueError("bad version or CRC")
-            if len(data) != _SNAP_HEAD.size + count * _SNAP_ROW.size:
-                raise ValueError("bad length")
+            if version == 1:
+                return _parse_snapshot_v1(data, count)
+            return _parse_snapshot_v2(data, count)
         except (OSError, ValueError, struct.error) as exc:
             log.warning("ignoring producer snapshot %s: %s", path, exc)
             return None
-        producers: dict[int, ProducerStateEntry] = {}
-        for pid, epoch, fseq, lseq, foff, loff, ts in _SNAP_ROW.iter_unpack(memoryview(data)[_SNAP_HEAD.size:]):
-            entry = producers.get(pid)
-            if entry is None:
-                entry = producers[pid] = ProducerStateEntry(pid)
-            entry.add(epoch, BatchMetadata(fseq, lseq, foff, loff, ts))
-        return producers
 
     def load_latest_snapshot(self, max_offset: int, min_offset: int = 0) -> bool:
         """Load the newest valid snapshot with ``min_offset <= offset <= max_offset``; sets
@@ -239,9 +436,16 @@ class ProducerStateManager:
         for off in reversed(self.snapshot_offsets()):
             if off > max_offset or off < min_offset:
                 continue
-            producers = self._read_snapshot(off)
-            if producers is not None:
+            snap = self._read_snapshot(off)
+            if snap is not None:
+                producers, floor, completed = snap
                 self.producers = producers
+                self.ongoing = OrderedDict(sorted(
+                    ((e.producer_id, e.current_txn_first_offset) for e in producers.values()
+                     if e.current_txn_first_offset is not None), key=lambda kv: kv[1]))
+                self._reset_completed(floor)
+                for pid, first, last in completed:
+                    self._add_completed(pid, first, last)
                 self.map_end_offset = off
                 return True
         self.clear(min_offset)
@@ -263,3 +467,40 @@ class ProducerStateManager:
                 os.unlink(self.dir / snapshot_name(o))
             except FileNotFoundError:
                 pass
+
+
+def _parse_snapshot_v1(data: bytes, count: int) -> tuple[dict[int, ProducerStateEntry], int, list]:
+    if len(data) != _SNAP_HEAD.size + count * _SNAP_ROW.size:
+        raise ValueError("bad length")
+    producers: dict[int, ProducerStateEntry] = {}
+    for pid, epoch, fseq, lseq, foff, loff, ts in _SNAP_ROW.iter_unpack(memoryview(data)[_SNAP_HEAD.size:]):
+        entry = producers.get(pid)
+        if entry is None:
+            entry = producers[pid] = ProducerStateEntry(pid)
+        entry.add(epoch, BatchMetadata(fseq, lseq, foff, loff, ts))
+    return producers, 0, []  # written before transactions existed: nothing was forgotten
+
+
+def _parse_snapshot_v2(data: bytes, count: int) -> tuple[dict[int, ProducerStateEntry], int, list]:
+    """Raises ValueError / struct.error on a length that does not match the counts."""
+    pos = _SNAP_HEAD.size
+    if count < 0:
+        raise ValueError("negative producer count")
+    producers: dict[int, ProducerStateEntry] = {}
+    for _ in range(count):
+        pid, epoch, coord_epoch, txn_first, n = _SNAP_PRODUCER.unpack_from(data, pos)
+        pos += _SNAP_PRODUCER.size
+        if not 0 <= n <= NUM_BATCHES_TO_RETAIN:
+            raise ValueError(f"producer {pid}: {n} batches")
+        entry = producers[pid] = ProducerStateEntry(pid, epoch)
+        for _ in range(n):
+            entry.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(data, pos)))
+            pos += _SNAP_BATCH.size
+        entry.current_txn_first_offset = None if txn_first < 0 else txn_first
+        entry.coordinator_epoch = coord_epoch
+    floor, n = _SNAP_COMPLETED_HEAD.unpack_from(data, pos)
+    pos += _SNAP_COMPLETED_HEAD.size
+    if n < 0 or len(data) != pos + n * _SNAP_COMPLETED.size:
+        raise ValueError("bad length")
+    completed = list(_SNAP_COMPLETED.iter_unpack(memoryview(data)[pos:]))
+    return producers, floor, completed

@@ -1,4 +1,5 @@
-"""One log segment: a ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` file of record batches plus its ``.index``, ``.timeindex`` and
+(only once a transaction aborted in it) ``.txnindex``.
 
 Source: Kafka ``LogSegment`` (storage module). Files are named by the segment's base offset in
 20 digits: ``00000000000000000042.log``. Batches are stored exactly as appended (headers
@@ -33,6 +34,7 @@ from litemq.protocol.records import (
 )
 from litemq.storage.config import LogConfig
 from litemq.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from litemq.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,9 @@ class LogSegment:
                                         config.segment_index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset,
                                     config.segment_index_bytes)
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX + suffix), base_offset)
+        if create:
+            self.txn_index.delete()  # a stale one left by a crash mid-deletion of an older segment
         self._indexes_loaded = create
         self.next_offset: int | None = base_offset if create else None
         self.max_timestamp = -1
@@ -119,9 +124,10 @@ class LogSegment:
                 os.unlink(p)
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Rename all three files from ``<name><ext><old>`` to ``<name><ext><new>``."""
+        """Rename all files (``.txnindex`` if present) from ``<name><ext><old>`` to ``<name><ext><new>``."""
         def renamed(p: Path) -> Path:
             name = p.name[: len(p.name) - len(old)] if old else p.name
             return p.with_name(name + new)
@@ -130,6 +136,7 @@ class LogSegment:
         self.log_path = target
         self.offset_index.rename(renamed(self.offset_index.path))
         self.time_index.rename(renamed(self.time_index.path))
+        self.txn_index.rename(renamed(self.txn_index.path))
 
     # ------------------------------------------------------------------ indexes
     def ensure_indexes(self) -> None:
@@ -160,6 +167,7 @@ class LogSegment:
 
     def flush_indexes(self, *, sync: bool) -> None:
         """Write pending index entries to the index files (fsync them if ``sync``)."""
+        self.txn_index.flush(sync=sync)
         if not self._indexes_loaded:
             return
         self.offset_index.flush(sync=sync)
@@ -307,9 +315,10 @@ class LogSegment:
 
     # ------------------------------------------------------------------ truncation / recovery
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch whose last offset >= ``offset``; returns bytes removed (Kafka
-        ``LogSegment.truncateTo``)."""
+        """Drop every batch whose last offset >= ``offset`` and the aborted-transaction entries
+        whose marker is among them; returns bytes removed (Kafka ``LogSegment.truncateTo``)."""
         self.ensure_indexes()
+        self.txn_index.truncate_to(offset)
         found = self.find(offset)
         if found is None:
             return 0
@@ -332,11 +341,14 @@ class LogSegment:
         self.index_synced = False
         return removed
 
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+    def recover(self, on_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
         """Validate every batch (length, magic, CRC, increasing offsets), truncate the file at
         the first bad or partial batch, rebuild both indexes (Kafka ``LogSegment.recover``).
 
-        ``on_batch`` is called with each valid header in order. Returns the bytes truncated.
+        ``on_batch(header, batch_bytes)`` is called with each valid batch in order
+        (``batch_bytes``: a memoryview of the whole batch, valid during the call only). The
+        ``.txnindex`` is left alone: the owning log resets and rebuilds it from producer state
+        (:meth:`PartitionLog._recover_from`). Returns the bytes truncated.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -363,6 +375,7 @@ class LogSegment:
             if h.size > len(chunk):  # one batch larger than the chunk: read exactly it
                 chunk = os.pread(self.fd, h.size, pos)
             consumed = 0
+            view = memoryview(chunk)
             try:
                 for p, h in iter_batches(chunk, allow_trailing_partial=True):
                     problem = self._recover_batch(chunk, p, h, pos + p)
@@ -370,7 +383,7 @@ class LogSegment:
                         bad = problem
                         break
                     if on_batch is not None:
-                        on_batch(h)
+                        on_batch(h, view[p:p + h.size])
                     consumed = p + h.size
                 else:
                     problem = None
