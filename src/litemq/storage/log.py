@@ -267,6 +267,9 @@ class PartitionLog:
             recover_from = bad_txn_index if recover_from is None else min(recover_from, bad_txn_index)
         if recover_from is not None:
             self._recover_from(recover_from)  # producer state rebuilt along the way
+            for seg in self._segments:  # rebuilt .txnindex files: durable before a clean-load
+                seg.txn_index.flush(sync=True)  # recovery point may pass them
+            fsync_dir(d)
         leo = self.active_segment.read_next_offset()
         if leo < self.log_start_offset:
             # Unflushed data below a checkpointed log start was lost: restart empty there.
@@ -719,7 +722,8 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         """First offset of the earliest ongoing transaction (not counting completed ones), or
         None (DescribeProducers, tools)."""
-        return self.producer_state.first_unstable_offset
+        with self._lock:
+            return self.producer_state.first_unstable_offset
 
     def ongoing_transactions(self) -> list[tuple[int, int, int]]:
         """``(producer_id, producer_epoch, first_offset)`` of every ongoing transaction, sorted by
