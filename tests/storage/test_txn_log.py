@@ -443,3 +443,20 @@ def test_compaction_keeps_read_committed_semantics(tmp_path):
     assert committed_view(log, log.log_end_offset) == final
     assert log.collect_aborted_transactions(0, 100) == [(2, 2)]
     log.close()
+
+
+def test_marker_only_producer_accepts_any_sequence_after_crash(tmp_path):
+    """Replay from the log start may know a producer only from a marker (no batch remembered):
+    its next batch's sequence cannot be checked (Kafka ``checkSequence`` NO_SEQUENCE case)."""
+    log = open_log(tmp_path)
+    log.append(txn_batch(0, 0, [b"a"]), leader_epoch=0)  # 0
+    end_txn(log, 0, commit=False)  # 1
+    log.delete_records_before(2)
+    end_txn(log, 0, commit=False)  # 2: empty transaction
+    log.flush()
+    log = open_log(tmp_path)  # crash: no snapshot, replay from the log start sees only the marker
+    assert log.producer_state.entry(0).last_seq == -1
+    log.append(txn_batch(0, 1, [b"b"]), leader_epoch=0)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(txn_batch(0, 5, [b"c"]), leader_epoch=0)
+    log.close()

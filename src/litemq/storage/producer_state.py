@@ -26,7 +26,8 @@ Rules on a leader append (``origin=client``), per batch carrying a producer id:
   :class:`OutOfOrderSequenceError`), unless the entry had no epoch;
 - same epoch -> base sequence must be ``last_seq + 1`` (wrapping at 2**31-1 to 0), else
   :class:`OutOfOrderSequenceError`;
-- unknown producer id -> any sequence is accepted (Kafka >= 2.5, KIP-360: the state may have
+- unknown producer id, or same epoch with no remembered batch (only a transaction marker was
+  written in that epoch) -> any sequence is accepted (Kafka >= 2.5, KIP-360: the state may have
   been removed by retention, so the broker cannot tell a new producer from a forgotten one).
 
 Snapshots: ``<20-digit offset>.snapshot`` = the state covering every batch below that offset.
@@ -331,7 +332,9 @@ class ProducerStateManager:
                 if h.base_sequence != 0 and cur_epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceError(
                         f"producer {pid}: new epoch {epoch} must start at sequence 0, got {h.base_sequence}")
-            elif not _in_sequence(cur_last, h.base_sequence) and (entry is not None or pid in pending):
+            elif cur_last >= 0 and not _in_sequence(cur_last, h.base_sequence):
+                # cur_last -1: same epoch but no batch remembered (only a transaction marker was
+                # written in this epoch): any sequence is accepted (Kafka ``checkSequence``)
                 raise OutOfOrderSequenceError(
                     f"producer {pid} epoch {epoch}: expected sequence {cur_last + 1}, got {h.base_sequence}")
             if h.is_transactional:
