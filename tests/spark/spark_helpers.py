@@ -36,3 +36,31 @@ def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict | None =
     c.close()
     assert not left, f"consumer did not reach the end of partitions {left}"
     return sorted(out)
+
+
+def consume_to_end(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
+                   timeout: float = 60) -> list[tuple]:
+    """Every record of ``topic`` up to the end of each partition as a consumer with
+    ``isolation.level`` sees it (read_committed: up to the last stable offset, aborted records
+    left out) -> sorted [(partition, offset, key, value, headers)]. Ends on partition EOF, since
+    transaction markers take offsets no record has."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "enable.auto.commit": False,
+                     "isolation.level": isolation, "enable.partition.eof": True, "log_level": 3})
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+    out = []
+    left = set(range(partitions))
+    deadline = time.monotonic() + timeout
+    try:
+        while left and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == ck.KafkaError._PARTITION_EOF:
+                        left.discard(m.partition())
+                        continue
+                    raise ck.KafkaException(err)
+                out.append((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ())))
+    finally:
+        c.close()
+    assert not left, f"consumer did not reach the end of partitions {left}"
+    return sorted(out)

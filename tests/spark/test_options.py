@@ -60,7 +60,18 @@ def _lower(d):
 def test_option_lists_match_the_documentation():
     assert set(SOURCE_OPTIONS) - {"maxRecordsPerPartition"} == set(DOCUMENTED_SOURCE_OPTIONS)
     assert set(SINK_OPTIONS) == DOCUMENTED_SINK_OPTIONS
-    assert EXTRA_OPTIONS == ("bootstrap.servers",)
+    assert EXTRA_OPTIONS == ("bootstrap.servers", "exactlyOnce")
+
+
+def test_isolation_level_option():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    so = parse_source_options(_lower(base), streaming=True)
+    # explicit, since librdkafka's own default would be read_committed
+    assert not so.read_committed and so.client["isolation.level"] == "read_uncommitted"
+    so = parse_source_options(_lower({**base, "kafka.isolation.level": "READ_COMMITTED"}), streaming=False)
+    assert so.read_committed and so.client["isolation.level"] == "read_committed"
+    with pytest.raises(OptionError, match="kafka.isolation.level"):
+        parse_source_options(_lower({**base, "kafka.isolation.level": "committed"}), streaming=True)
 
 
 @pytest.mark.parametrize("sub", ["assign", "subscribe", "subscribePattern"])
@@ -90,7 +101,7 @@ def test_defaults_and_precedence():
     assert parse_source_options(_lower(base), streaming=False).starting == "earliest"
     assert parse_source_options(_lower(base), streaming=False).ending == "latest"
     plain = parse_source_options({"bootstrap.servers": "h:2", "subscribe": "t"}, streaming=True)
-    assert plain.client == {"bootstrap.servers": "h:2"}
+    assert plain.client == {"bootstrap.servers": "h:2", "isolation.level": "read_uncommitted"}
     so = parse_source_options(_lower({**base, "startingOffsetsByTimestamp": '{"t":{"0":5}}'}), streaming=True)
     assert so.starting_ts == {"t": {0: 5}}
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import time
 
-from spark_helpers import consume_all
+from spark_helpers import consume_to_end
+
+
+def consume_all(bootstrap, topic, partitions):
+    """(partition, offset, key, value) as a read_committed consumer sees them (the sink writes
+    transactions: markers take offsets)."""
+    return [r[:4] for r in consume_to_end(bootstrap, topic, partitions)]
 
 
 def _read_back(spark, broker, topic):

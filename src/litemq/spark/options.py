@@ -33,8 +33,12 @@ SOURCE_OPTIONS = (
     "kafka.group.id", "includeHeaders", "startingOffsetsByTimestampStrategy",
 )
 SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
-EXTRA_OPTIONS = ("bootstrap.servers",)
-"""Accepted in addition to Spark's names: ``bootstrap.servers`` without the ``kafka.`` prefix."""
+EXTRA_OPTIONS = ("bootstrap.servers", "exactlyOnce")
+"""Accepted in addition to Spark's names: ``bootstrap.servers`` without the ``kafka.`` prefix;
+``exactlyOnce`` (sink, default true: transactional writes, see :mod:`litemq.spark.writer`)."""
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+"""Values of ``kafka.isolation.level`` (source; default ``read_uncommitted`` as in Spark's Kafka
+source, while librdkafka's own default is read_committed)."""
 
 # Spark refuses these (KafkaSourceProvider.validateGeneralOptions / validateSinkOptions).
 UNSUPPORTED_SOURCE_KAFKA = {
@@ -249,7 +253,11 @@ def parse_source_options(opts: dict, *, streaming: bool) -> SourceOptions:
     so.poll_timeout_ms = _int(o, "kafkaConsumer.pollTimeoutMs", 120_000)
     so.num_retries = _int(o, "fetchOffset.numRetries", 3, minimum=0)
     so.retry_interval_ms = _int(o, "fetchOffset.retryIntervalMs", 10, minimum=0)
-    so.read_committed = str(client.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
+    level = str(client.get("isolation.level", "read_uncommitted")).strip().lower()
+    if level not in ISOLATION_LEVELS:
+        raise OptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
+    client["isolation.level"] = level  # explicit: librdkafka would default to read_committed
+    so.read_committed = level == "read_committed"
     if o.get("groupidprefix"):
         so.extra["groupidprefix"] = str(o["groupidprefix"])
     return so

@@ -452,7 +452,10 @@ class LiteMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if gone and self.so.assign is None:
             _data_loss(self.so.fail_on_data_loss, f"Partitions {gone} were deleted.")
         for tp, off in start_flat.items():
-            if tp in latest and latest[tp] < off:
+            # read_committed: latest is the last stable offset, which an open transaction holds
+            # below an offset reached earlier with read_uncommitted: not a loss (a truncated log
+            # is still detected by the read, OFFSET_OUT_OF_RANGE)
+            if tp in latest and latest[tp] < off and not self.so.read_committed:
                 _data_loss(self.so.fail_on_data_loss,
                            f"{tp[0]}-{tp[1]}: the log now ends at {latest[tp]}, before the committed offset {off}.")
         return latest, new

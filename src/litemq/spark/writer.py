@@ -5,24 +5,40 @@ Input columns, as in Spark's Kafka sink: ``value`` (string or binary, required),
 which overrides it), ``partition`` (int, optional: else the client's partitioner), ``headers``
 (array<struct<key string, value binary>>, optional).
 
-Every task writes with its own idempotent producer (``enable.idempotence=true``, ``acks=all``;
-``kafka.*`` options override other producer settings) and flushes before reporting success, so
-a retried task re-sends its rows at most once per retry and the broker drops duplicates
-within one producer session. Each record carries two headers naming its origin, so that
-downstream readers can deduplicate rows re-sent when Spark replays a batch after a failure:
-``litemq.spark.query.id`` (the streaming query id, stable across restarts from the same
-checkpoint; ``batch`` for ``df.write``) and ``litemq.spark.batch.id`` (the micro-batch id,
-decimal; ``-1`` for ``df.write``). Spark does not tell ``write()`` its batch id; it is read from
-the task's local properties (``streaming.sql.batchId``, ``sql.streaming.queryId``), which
-Spark's MicroBatchExecution sets for every micro-batch job.
+Exactly-once (option ``exactlyOnce``, default true): each task writes its rows in one Kafka
+transaction together with a "batch B of (query, partition) done" marker
+(:mod:`litemq.spark.transactional`): ``transactional.id = litemq-spark-{query id}-{partition
+id}``, marker = committed offset ``B + 1`` of group ``litemq-spark-sink-{query id}-{partition
+id}`` on ``__litemq_spark_sink``-0. A task of a replayed micro-batch (restart from the
+checkpoint after a crash, task retry) first fences the earlier attempt, then finds the marker
+and writes nothing if the batch was committed. ``read_committed`` consumers then see every row
+exactly once. This relies on Spark replaying the same rows to the same partition ids for the
+same batch id (a deterministic plan over the same source offsets). ``df.write`` uses the same
+path with a random id per write job and batch id 0: a retried task never duplicates rows of an
+attempt that committed, and a failed attempt's rows are aborted (per task, not per job).
+
+``exactlyOnce=false``: each task writes with its own idempotent producer
+(``enable.idempotence=true``, ``acks=all``) and flushes before reporting success
+(at-least-once: a replayed batch is written again).
+
+Either way each record carries two headers naming its origin: ``litemq.spark.query.id`` (the
+streaming query id, stable across restarts from the same checkpoint; ``batch`` for
+``df.write``) and ``litemq.spark.batch.id`` (the micro-batch id, decimal; ``-1`` for
+``df.write``). ``kafka.*`` options override producer settings, except ``transactional.id``
+(refused) and ``enable.idempotence`` (always true). Spark does not tell ``write()`` its batch
+id; it is read from the task's local properties (``streaming.sql.batchId``,
+``sql.streaming.queryId``), which Spark's MicroBatchExecution sets for every micro-batch job,
+and the partition id from ``TaskContext.partitionId()``.
 
 Source: PySpark ``DataSourceArrowWriter``, ``DataSourceStreamArrowWriter``; Spark Kafka
-integration guide, "Writing Data to Kafka".
+integration guide, "Writing Data to Kafka"; KIP-98 (transactions).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import uuid
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import (
@@ -31,7 +47,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from litemq.spark.options import OptionError, client_config
+from litemq.spark.options import OptionError, _bool, client_config
 
 log = logging.getLogger("litemq.spark")
 
@@ -41,17 +57,23 @@ BATCH_ID_HEADER = "litemq.spark.batch.id"
 
 @dataclass
 class WriteResult(WriterCommitMessage):
-    """What one task wrote: ``rows`` records acknowledged by the brokers."""
+    """What one task wrote: ``rows`` records acknowledged (committed, with exactly-once) by the
+    brokers; ``skipped`` when an earlier attempt had already committed this batch."""
 
     rows: int
     query_id: str
     batch_id: int
+    skipped: bool = False
 
 
 class _WriterBase:
     def __init__(self, options: dict, schema) -> None:
         o = {k.lower(): v for k, v in options.items()}
         self.client = client_config(o, sink=True)
+        if "transactional.id" in self.client:
+            raise OptionError("Kafka option 'kafka.transactional.id' is not supported: with exactlyOnce=true "
+                              "it is derived from the query id and the partition (litemq-spark-<query>-<partition>)")
+        self.exactly_once = _bool(o, "exactlyOnce", True)
         self.topic = o.get("topic")
         names = [f.name.lower() for f in schema.fields]
         if "value" not in names:
@@ -60,6 +82,7 @@ class _WriterBase:
             raise OptionError("topic option required when no topic attribute is present in the DataFrame; "
                               "set the option topic or add a topic column")
         self.streaming = False
+        self.write_id = uuid.uuid4().hex  # df.write: one id per write job (made on the driver)
 
     def _task_ids(self) -> tuple[str, int]:
         if not self.streaming:
@@ -75,23 +98,63 @@ class _WriterBase:
             return "unknown", -1
 
     def write(self, iterator) -> WriteResult:
+        qid, bid = self._task_ids()
+        prov = [(QUERY_ID_HEADER, qid.encode()), (BATCH_ID_HEADER, str(bid).encode())]
+        if not self.exactly_once:
+            return self._write_at_least_once(iterator, qid, bid, prov)
+        from pyspark import TaskContext
+
+        from litemq.spark.transactional import TransactionalBatchWriter
+
+        if self.streaming:
+            if qid == "unknown" or bid < 0:
+                raise RuntimeError("litemq: exactlyOnce needs the task's streaming query id and batch id "
+                                   "(local properties sql.streaming.queryId / streaming.sql.batchId), which "
+                                   "this task does not have; set the option exactlyOnce to false")
+            writer_id, batch = qid, bid
+        else:
+            writer_id, batch = f"write-{self.write_id}", 0
+        it = iter(iterator)
+        first = next((rb for rb in it if rb.num_rows), None)
+        if first is None:  # nothing to write: no transaction, no marker needed
+            return WriteResult(0, qid, bid)
+        tw = TransactionalBatchWriter(self.client, writer_id, TaskContext.get().partitionId())
+        try:
+            sent = tw.write(batch, lambda producer, on_delivery: self._produce_all(
+                producer, itertools.chain([first], it), prov, on_delivery, lambda: False))
+        finally:
+            tw.close()
+        if sent is None:
+            return WriteResult(0, qid, bid, skipped=True)
+        return WriteResult(sent, qid, bid)
+
+    def _write_at_least_once(self, iterator, qid: str, bid: int, prov: list) -> WriteResult:
         import confluent_kafka as ck
 
         from litemq.spark.offsets import _make_client
 
-        qid, bid = self._task_ids()
-        prov = [(QUERY_ID_HEADER, qid.encode()), (BATCH_ID_HEADER, str(bid).encode())]
         cfg = {"enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
                "client.id": "litemq-spark-writer"}
         cfg.update(self.client)
         producer = _make_client(ck.Producer, cfg)
         errors: list = []
-        sent = 0
 
         def on_delivery(err, msg):
             if err is not None and len(errors) < 10:
                 errors.append(err)
 
+        sent = self._produce_all(producer, iterator, prov, on_delivery, lambda: bool(errors))
+        left = producer.flush(300)
+        if errors:
+            raise RuntimeError(f"litemq: writing to Kafka failed: {errors[0]}")
+        if left:
+            raise TimeoutError(f"litemq: {left} records not acknowledged after 300 s")
+        return WriteResult(sent, qid, bid)
+
+    def _produce_all(self, producer, iterator, prov: list, on_delivery, failed) -> int:
+        """Send every row of the Arrow ``iterator``; returns the number sent. Stops early when
+        ``failed()`` is true (checked after each RecordBatch)."""
+        sent = 0
         for rb in iterator:
             n = rb.num_rows
             if n == 0:
@@ -124,14 +187,9 @@ class _WriterBase:
                         producer.poll(0.05)
                 sent += 1
             producer.poll(0)
-            if errors:
+            if failed():
                 break
-        left = producer.flush(300)
-        if errors:
-            raise RuntimeError(f"litemq: writing to Kafka failed: {errors[0]}")
-        if left:
-            raise TimeoutError(f"litemq: {left} records not acknowledged after 300 s")
-        return WriteResult(sent, qid, bid)
+        return sent
 
 
 def _bytes_list(col) -> list:
@@ -143,26 +201,34 @@ def _bytes_list(col) -> list:
 
 
 class LiteMQBatchWriter(_WriterBase, DataSourceArrowWriter):
-    """``df.write.format("litemq")``: each task writes its rows; nothing to do on commit."""
+    """``df.write.format("litemq")``: each task writes its rows (one transaction per task with
+    ``exactlyOnce=true``); nothing to do on commit."""
 
     def commit(self, messages) -> None:
         total = sum(m.rows for m in messages if m is not None)
         log.info("litemq: wrote %d records", total)
 
     def abort(self, messages) -> None:
-        log.warning("litemq: write aborted; records already acknowledged stay in the topic")
+        log.warning("litemq: write aborted; records of tasks that committed stay in the topic")
 
 
 class LiteMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
-    """``df.writeStream.format("litemq")``: at-least-once (idempotent producer per task, and
-    provenance headers naming query id and batch id for downstream deduplication)."""
+    """``df.writeStream.format("litemq")``: exactly-once per micro-batch for ``read_committed``
+    readers (one transaction per task, skipped when the batch's marker says it was committed;
+    see the module doc); with ``exactlyOnce=false`` at-least-once (idempotent producer per
+    task). Provenance headers name query id and batch id either way."""
 
     def __init__(self, options: dict, schema) -> None:
         super().__init__(options, schema)
         self.streaming = True
 
     def commit(self, messages, batchId: int) -> None:
-        pass
+        """Nothing to do: every task committed its own transaction (or wrote at-least-once)."""
+        skipped = sum(1 for m in messages if m is not None and m.skipped)
+        if skipped:
+            log.info("litemq: micro-batch %s: %d task(s) found their rows already committed by an earlier "
+                     "attempt", batchId, skipped)
 
     def abort(self, messages, batchId: int) -> None:
-        log.warning("litemq: micro-batch %s aborted; it will be written again when replayed", batchId)
+        log.warning("litemq: micro-batch %s aborted; tasks that committed stay committed, the others' "
+                    "transactions were aborted; the batch is completed when replayed", batchId)
