@@ -1,14 +1,14 @@
 """ApiVersions (18), Metadata (3), DescribeCluster (60).
 
 Sources: Kafka message schemas ApiVersionsRequest/Response v0-4 (KIP-511),
-MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700).
+MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700); authorized
+operations (KIP-430) from :mod:`litemq.broker.acl_operations`.
 """
 
 from __future__ import annotations
 
+from litemq.broker.acl_operations import ResourceType, authorized_operations
 from litemq.protocol.errors import ErrorCode, KafkaError
-
-INT32_MIN = -(2**31)
 
 
 def handle_api_versions(ctx, req) -> dict:
@@ -64,7 +64,6 @@ def topic_entry(runtime, info) -> dict:
         "topic_id": info.topic_id,
         "is_internal": info.internal,
         "partitions": _partition_entries(runtime, info.name, info.num_partitions),
-        "topic_authorized_operations": INT32_MIN,
     }
 
 
@@ -103,13 +102,18 @@ def handle_metadata(ctx, req) -> dict:
                                    "partitions": []})
                 continue
             topics_out.append(topic_entry(runtime, info))
+    # KIP-430: v8+ topic, v8-v10 cluster authorized operations, INT32_MIN unless asked for
+    topic_ops = authorized_operations(ResourceType.TOPIC, v >= 8 and req.include_topic_authorized_operations)
+    for t in topics_out:
+        t["topic_authorized_operations"] = topic_ops
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
         "cluster_id": meta.cluster_id,
         "controller_id": runtime.controller_id(),
         "topics": topics_out,
-        "cluster_authorized_operations": INT32_MIN,
+        "cluster_authorized_operations": authorized_operations(
+            ResourceType.CLUSTER, 8 <= v <= 10 and req.include_cluster_authorized_operations),
     }
 
 
@@ -123,7 +127,8 @@ def handle_describe_cluster(ctx, req) -> dict:
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
         "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
-        "cluster_authorized_operations": INT32_MIN,
+        "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER,
+                                                               req.include_cluster_authorized_operations),
     }
 
 
