@@ -35,28 +35,32 @@ def prefix():
 
 
 def read_topic(bootstrap: str, topic: str, n_expected: int | None = None, timeout_s: float = 20.0):
-    """All records of ``topic`` (partition order, then offset) via confluent-kafka."""
+    """All records of ``topic`` (partition order, then offset) as a read_committed consumer sees
+    them (the job writes its topics in transactions), read to the end of each partition."""
     import time
 
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "log_level": 3})
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_committed", "log_level": 3})
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
         out = []
         for p in sorted(md.partitions):
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if hi <= lo:
-                continue
-            c.assign([TopicPartition(topic, p, lo)])
-            got = 0
+            c.assign([TopicPartition(topic, p, -2)])  # OFFSET_BEGINNING
             deadline = time.monotonic() + timeout_s
-            while got < hi - lo and time.monotonic() < deadline:
+            done = False
+            while not done:
+                assert time.monotonic() < deadline, f"{topic}-{p}: no end of partition after {timeout_s} s"
                 for m in c.consume(1000, 1.0):
-                    if m.error() is None:
+                    err = m.error()
+                    if err is None:
                         out.append(m)
-                        got += 1
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                    else:
+                        raise KafkaException(err)
             c.unassign()
         return out
     finally:

@@ -10,7 +10,9 @@ Plan (one streaming query)::
       -> foreachBatch(sinks.Sinks.write_batch)   # parquet upserts, alerts, topics log-metrics/alerts
 
 The checkpoint (``OUT/_checkpoint``) holds the source offsets and the operator state of every
-micro-batch, and every sink write is idempotent per batch id, so a rerun after a crash or Ctrl-C
+micro-batch, and every sink write is idempotent per batch id (parquet upserts; the topics in one
+Kafka transaction per batch, skipped when the batch's marker says it was committed, with the
+query id from the checkpoint as the transactions' writer id), so a rerun after a crash or Ctrl-C
 resumes where the last committed batch ended and gives the same results (no double counting).
 
 ``engine="local"`` runs the same analysis and sinks without Spark (confluent-kafka consumer,
@@ -171,6 +173,8 @@ def _run_spark(spark, bootstrap, patterns, out, once, cfg, sinks, res, stop, max
     stream = build_stream(spark, bootstrap, patterns, cfg, max_offsets_per_trigger=max_offsets)
 
     def each(df, batch_id):
+        if sinks.writer_id is None:
+            sinks.writer_id = spark_query_id(out / "_checkpoint")
         pdf = df.toPandas()
         counts = sinks.write_batch(pdf, batch_id)
         res.batches += 1
@@ -210,6 +214,29 @@ def _run_spark(spark, bootstrap, patterns, out, once, cfg, sinks, res, stop, max
         raise RuntimeError(f"streaming query failed: {q.exception()}")
 
 
+def spark_query_id(checkpoint: Path) -> str:
+    """The streaming query id kept in a checkpoint (``metadata``: ``{"id": "<uuid>"}``, written
+    by Spark when the query is first started; stable across restarts). Raises FileNotFoundError,
+    ValueError."""
+    import json
+
+    text = (Path(checkpoint) / "metadata").read_text()
+    return str(json.loads(text.splitlines()[0])["id"])
+
+
+def local_writer_id(out: Path) -> str:
+    """The local engine's stable id (``OUT/_local_state/writer-id``, made once)."""
+    import uuid
+
+    path = out / "_local_state" / "writer-id"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"local-{uuid.uuid4()}\n")
+        os.replace(tmp, path)
+    return path.read_text().strip()
+
+
 def _stop_between_batches(q, interrupted: threading.Event, batches_done, wait_s: float = 120.0) -> None:
     """Let the running micro-batch finish its sinks, then stop the query (``StreamingQuery.stop``
     cancels a batch in progress: safe for exactly-once, since the batch is re-run on restart, but
@@ -230,10 +257,12 @@ def _stop_between_batches(q, interrupted: threading.Event, batches_done, wait_s:
 # local engine (no Spark): same analysis and sinks, state + offsets committed after each batch
 
 def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offsets, interval_s, on_batch, timeout_s):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     state_path = out / "_local_state" / "state.pkl"
+    plan_path = out / "_local_state" / "plan.pkl"
+    sinks.writer_id = sinks.writer_id or local_writer_id(out)
     st = {"batch_id": -1, "offsets": {}, "sources": {}}
     if state_path.exists():
         st = pickle.loads(state_path.read_bytes())
@@ -248,30 +277,37 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
             if stop is not None and stop.is_set():
                 res.stopped_by_user = True
                 break
-            md = admin.list_topics(timeout=10)
-            tps = [(t, p) for t, tm in sorted(md.topics.items()) if rx.fullmatch(t) and t not in INTERNAL_TOPICS
-                   and not t.startswith("__") for p in sorted(tm.partitions)]
-            ends = {}
-            for t, p in tps:
-                _lo, hi = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)
-                ends[(t, p)] = hi
-            todo = {tp: (st["offsets"].get(tp, 0), hi) for tp, hi in ends.items() if st["offsets"].get(tp, 0) < hi}
-            if not todo:
-                if once:
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    break
-                time.sleep(interval_s)
-                continue
-            # admission: at most per_batch records, spread over partitions in order
-            budget = per_batch
-            plan = {}
-            for tp, (start, hi) in sorted(todo.items()):
-                if budget <= 0:
-                    break
-                end = min(hi, start + budget)
-                plan[tp] = (start, end)
-                budget -= end - start
+            batch_id = st["batch_id"] + 1
+            plan = _planned(plan_path, batch_id)
+            if plan is None:
+                md = admin.list_topics(timeout=10)
+                tps = [(t, p) for t, tm in sorted(md.topics.items()) if rx.fullmatch(t)
+                       and t not in INTERNAL_TOPICS and not t.startswith("__") for p in sorted(tm.partitions)]
+                ends = {}
+                for t, p in tps:
+                    _lo, hi = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)
+                    ends[(t, p)] = hi
+                todo = {tp: (st["offsets"].get(tp, 0), hi) for tp, hi in ends.items()
+                        if st["offsets"].get(tp, 0) < hi}
+                if not todo:
+                    if once:
+                        break
+                    if deadline is not None and time.monotonic() > deadline:
+                        break
+                    time.sleep(interval_s)
+                    continue
+                # admission: at most per_batch records, spread over partitions in order
+                budget = per_batch
+                plan = {}
+                for tp, (start, hi) in sorted(todo.items()):
+                    if budget <= 0:
+                        break
+                    end = min(hi, start + budget)
+                    plan[tp] = (start, end)
+                    budget -= end - start
+                # like Spark's offsets log: a batch re-run after a crash reads the same ranges, so
+                # its (exactly-once) topic transaction holds the same records
+                _write_atomic_bytes(plan_path, pickle.dumps({"batch_id": batch_id, "plan": plan}))
             rows = []
             for (t, p), (start, end) in plan.items():
                 consumer.assign([TopicPartition(t, p, start)])
@@ -282,6 +318,9 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
                         continue
                     for m in msgs:
                         if m.error() is not None:
+                            if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= end:
+                                pos = end  # the range ends with a control record (transaction marker)
+                                break
                             continue
                         if m.offset() >= end:
                             pos = end
@@ -294,7 +333,6 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
                         pos = m.offset() + 1
                 consumer.unassign()
             pdf = pd.DataFrame(rows, columns=INPUT_COLUMNS)
-            batch_id = st["batch_id"] + 1
             outs = []
             new_states = dict(st["sources"])
             for source, g in pdf.groupby("source", sort=True):
@@ -307,10 +345,7 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
             for tp, (_s, end) in plan.items():
                 new_offsets[tp] = end
             st = {"batch_id": batch_id, "offsets": new_offsets, "sources": new_states}
-            state_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = state_path.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps(st))
-            os.replace(tmp, state_path)
+            _write_atomic_bytes(state_path, pickle.dumps(st))
             res.batches += 1
             res.rows_in += len(pdf)
             if on_batch is not None:
@@ -319,3 +354,18 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
         res.stopped_by_user = True
     finally:
         consumer.close()
+
+
+def _planned(plan_path: Path, batch_id: int) -> dict | None:
+    """The ranges planned for ``batch_id`` by a run that crashed before finishing it, else None."""
+    if not plan_path.exists():
+        return None
+    saved = pickle.loads(plan_path.read_bytes())
+    return saved["plan"] if saved.get("batch_id") == batch_id else None
+
+
+def _write_atomic_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -11,11 +11,13 @@ operator state) leaves the same result:
 - ``OUT/alerts/batch-<id>.parquet``: one file per micro-batch, overwritten on a re-run.
 - Topics: ``log-metrics`` (window/template rows as JSON, keyed ``source|window|...``; created
   compacted, so it keeps the latest version of each row) and ``alerts``; record timestamps are
-  the produce time. A marker file
-  ``OUT/_sinks/batch-<id>.produced`` is written once the records of a batch are acknowledged
-  (idempotent producer, acks=all); a re-run of a batch with a marker does not produce again.
-  Only a crash between the acknowledgement and the marker write can repeat a batch's records
-  (each record carries ``batch_id`` in a header for consumers that deduplicate).
+  the produce time. Exactly-once for ``read_committed`` consumers: a batch's records on both
+  topics are written in one Kafka transaction together with the marker "batch B done"
+  (:class:`litemq.spark.transactional.TransactionalBatchWriter`, the code of the Spark sink,
+  with the job's query id as writer id and partition 0), so a re-run of a batch whose
+  transaction committed writes nothing, and a batch killed mid-transaction is aborted (by the
+  coordinator, at the latest when the re-run's producer starts). Each record also carries
+  ``batch_id`` in a header.
 """
 
 from __future__ import annotations
@@ -72,13 +74,17 @@ class Sinks:
     """Writes one micro-batch of analysis rows (see :mod:`litemq.pipeline.analysis`)."""
 
     def __init__(self, out_dir: str | Path, bootstrap: str | None, *, metrics_topic: str = "log-metrics",
-                 alerts_topic: str = "alerts", produce: bool = True):
+                 alerts_topic: str = "alerts", produce: bool = True, writer_id: str | None = None):
+        """``writer_id``: the stable identity of the job for the topic transactions (the Spark
+        query id, stable across restarts from the checkpoint); may be set later through the
+        attribute, before the first :meth:`write_batch` that produces."""
         self.out = Path(out_dir)
         self.bootstrap = bootstrap
         self.metrics_topic = metrics_topic
         self.alerts_topic = alerts_topic
         self.produce = produce and bootstrap is not None
-        self._producer = None
+        self.writer_id = writer_id
+        self._tw = None  # TransactionalBatchWriter, kept across batches
         self.totals = {"windows": 0, "templates": 0, "alerts": 0, "batches": 0}
 
     def _upsert(self, kind: str, rows: pd.DataFrame, cols: list[str]) -> None:
@@ -109,11 +115,7 @@ class Sinks:
         if not alr.empty:
             _write_atomic(_to_table(alr, ALERT_COLUMNS), self.out / "alerts" / f"batch-{batch_id:09d}.parquet")
         if self.produce and len(rows):
-            marker = self.out / "_sinks" / f"batch-{batch_id:09d}.produced"
-            if not marker.exists():
-                self._produce(win, tpl, alr, batch_id)
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(f"{len(rows)}\n")
+            self._produce(win, tpl, alr, batch_id)
         counts = {"windows": len(win), "templates": len(tpl), "alerts": len(alr)}
         for k, v in counts.items():
             self.totals[k] += v
@@ -121,20 +123,20 @@ class Sinks:
         return counts
 
     def _produce(self, win: pd.DataFrame, tpl: pd.DataFrame, alr: pd.DataFrame, batch_id: int) -> None:
-        if self._producer is None:
-            from confluent_kafka import Producer
+        """Produce a batch's rows to the topics in one transaction, unless an earlier run of
+        ``batch_id`` committed them. Raises RuntimeError (no writer id), KafkaException."""
+        from litemq.spark.transactional import TransactionalBatchWriter
 
+        if self.writer_id is None:
+            raise RuntimeError("Sinks.writer_id must be set before producing (the job's stable query id)")
+        if self._tw is None:
             self._ensure_topics()
+            self._tw = TransactionalBatchWriter({"bootstrap.servers": self.bootstrap, "linger.ms": 20,
+                                                 "compression.type": "none"}, f"pipeline-{self.writer_id}", 0)
+        self._tw.write(batch_id, lambda p, cb: self._send(p, cb, win, tpl, alr, batch_id))
 
-            self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                                       "linger.ms": 20, "compression.type": "none", "log_level": 3})
-        p = self._producer
-        errors: list[str] = []
-
-        def cb(err, _msg):
-            if err is not None:
-                errors.append(str(err))
-
+    def _send(self, p, cb, win: pd.DataFrame, tpl: pd.DataFrame, alr: pd.DataFrame, batch_id: int) -> int:
+        n = 0
         hdr = [("batch_id", str(batch_id).encode())]
         for kind, df, cols in (("window", win, WINDOW_COLUMNS), ("template", tpl, TEMPLATE_COLUMNS),
                                ("alert", alr, ALERT_COLUMNS)):
@@ -158,9 +160,8 @@ class Sinks:
                         break
                     except BufferError:
                         p.poll(0.05)
-        left = p.flush(60)
-        if left or errors:
-            raise RuntimeError(f"producing batch {batch_id}: {left} undelivered, errors: {errors[:3]}")
+                n += 1
+        return n
 
     def _ensure_topics(self) -> None:
         """Create the output topics if missing: ``log-metrics`` compacted (a keyed changelog of
@@ -183,9 +184,11 @@ class Sinks:
                         raise
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(30)
-            self._producer = None
+        """Drop the producer (every batch's transaction is committed or aborted in
+        :meth:`write_batch`: nothing is pending)."""
+        if self._tw is not None:
+            self._tw.close()
+            self._tw = None
 
 
 def _read_dataset(path: Path) -> pd.DataFrame | None:
