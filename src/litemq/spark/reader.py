@@ -405,7 +405,10 @@ class LiteMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     looks at the subscription again every trigger: new partitions and new topics matching
     ``subscribePattern`` join from their earliest offset; ``maxOffsetsPerTrigger`` arrives as
     ``ReadMaxRows`` and bounds the batch; ``minOffsetsPerTrigger`` holds a trigger back (returns
-    ``start``) until enough offsets are available or ``maxTriggerDelay`` has passed.
+    ``start``) until enough offsets are available or ``maxTriggerDelay`` has passed. With
+    ``kafka.isolation.level=read_committed`` the latest offsets are last stable offsets
+    (ListOffsets isolation level 1, KIP-98): a batch never includes or waits for records of an
+    open transaction.
     """
 
     def __init__(self, so: SourceOptions) -> None:
