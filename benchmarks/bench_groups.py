@@ -9,7 +9,8 @@ Measures, on one broker (durable default fsync policy):
   ``subscribe()`` to the moment every member has its assignment and has consumed a record from
   each of its partitions ("join to all consuming"). Then one more member joins the stable
   group and the time until all N+1 consume again is measured (a full eager rebalance).
-  Both with ``group.initial.rebalance.delay.ms`` 0 (LiteMQ's default) and with 3000 (Kafka's),
+  Both with ``group.initial.rebalance.delay.ms`` 0 (the test harness setting) and with 3000 (the
+  default of Kafka and LiteMQ),
   for the initial join only.
 - **OffsetCommit rate**: synchronous commits (each answered only once fsynced) from 1 and from
   8 consumers in parallel, for a few seconds each; commits/s and p50/p99 latency.

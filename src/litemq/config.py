@@ -57,7 +57,10 @@ class BrokerConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 3000
+    """Kafka's default (3 s): a new group waits this long (extended by each joining member, at most
+    the rebalance timeout) so its first generation forms with every member at once. Test harnesses
+    (``litemq.testing``) set 0, as Kafka's own test configs and ``config/server.properties`` do."""
     offsets_retention_check_interval_ms: int = 600_000
     offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
@@ -77,7 +80,13 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 5000
 
+    # transactions (Kafka names; transaction.state.log.num.partitions defaults to 50 in Kafka, 8 here)
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    transaction_state_log_num_partitions: int = 8
+    transaction_state_log_replication_factor: int = 3
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     request_timeout_ms: int = 30_000
 
     extra: dict[str, str] = field(default_factory=dict)

@@ -98,3 +98,10 @@ MAX_RPC_JSON_BYTES = 64 * 1024 * 1024
 MAX_PEER_WRITE_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes queued on one broker-to-broker connection before Raft messages for that peer are
 dropped (a paused or slow peer; Raft retransmits)."""
+
+MAX_TRANSACTIONAL_IDS = 100_000
+"""Transactional ids one transaction coordinator keeps in memory; InitProducerId of a new id
+beyond this answers COORDINATOR_NOT_AVAILABLE."""
+
+MAX_PARTITIONS_PER_TRANSACTION = 100_000
+"""Partitions one transaction may span (AddPartitionsToTxn beyond this: INVALID_REQUEST)."""

@@ -3,7 +3,7 @@
 The raw :class:`~litemq.testing.wire.WireClient` sends exact requests, so version-specific
 semantics are pinned down: KIP-394 MEMBER_ID_REQUIRED, KIP-345 static members and batched
 LeaveGroup, OffsetCommit v0-v9 generation rules, OffsetFetch single/multi group, ListGroups
-filters, batched FindCoordinator and its transaction key error, DeleteGroups, OffsetDelete.
+filters, batched FindCoordinator (group and transaction keys), DeleteGroups, OffsetDelete.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def assignment(topic: str, parts: list[int]) -> bytes:
 
 @pytest.fixture
 def broker(tmp_path):
-    with Broker(data_dir=tmp_path / "data", group_min_session_timeout_ms=200) as b:
+    with Broker(data_dir=tmp_path / "data", group_min_session_timeout_ms=200, group_initial_rebalance_delay_ms=0) as b:
         b.create = lambda name, n=2: b.call(b.runtime.create_topic, name, n, 1, {})
         yield b
 
@@ -145,10 +145,13 @@ def test_find_coordinator_versions_and_offsets_topic(broker):
     r = c.request(FIND, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(x.key, x.error_code, x.port) for x in r.coordinators] == [("a", 0, broker.port), ("b", 0, broker.port)]
     r = c.request(FIND, 4, {"key_type": 1, "coordinator_keys": ["txn"]})
-    assert r.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
-    assert "transactions not supported" in r.coordinators[0].error_message
+    assert (r.coordinators[0].error_code, r.coordinators[0].port) == (0, broker.port)
     r = c.request(FIND, 2, {"key": "txn", "key_type": 1})
-    assert r.error_code == E.COORDINATOR_NOT_AVAILABLE and "transactions" in r.error_message
+    assert (r.error_code, r.node_id, r.port) == (0, 1, broker.port)
+    r = c.request(FIND, 2, {"key": "", "key_type": 1})
+    assert r.error_code == E.INVALID_REQUEST  # an empty transactional id
+    txn_info = broker.runtime.metadata.topics["__transaction_state"]
+    assert txn_info.internal and txn_info.configs["cleanup.policy"] == "compact"
     info = broker.runtime.metadata.topics["__consumer_offsets"]
     assert info.internal and info.num_partitions == 8 and info.configs["cleanup.policy"] == "compact"
 
@@ -358,7 +361,7 @@ def test_list_groups_filters(broker):
 # ------------------------------------------------------------------ persistence and expiry
 def test_groups_and_offsets_survive_restart(tmp_path):
     data = tmp_path / "data"
-    with Broker(data_dir=data) as b:
+    with Broker(data_dir=data, group_initial_rebalance_delay_ms=0) as b:
         b.call(b.runtime.create_topic, "t", 2, 1, {})
         [(c, m)], gen = stable_group(b, "gr")
         assert commit(c, "gr", {("t", 0): 42, ("t", 1): 7}, gen=gen, member=m) == {("t", 0): 0, ("t", 1): 0}
@@ -366,7 +369,7 @@ def test_groups_and_offsets_survive_restart(tmp_path):
         commit(c, "gone", {("t", 0): 2})
         assert client(b).request(DELETE, 0, {"groups_names": ["gone"]}).results[0].error_code == 0
         c.close()
-    with Broker(data_dir=data) as b:
+    with Broker(data_dir=data, group_initial_rebalance_delay_ms=0) as b:
         c = client(b)
         got = fetch(c, "gr", {"t": [0, 1]})[1]
         assert (got[("t", 0)][0], got[("t", 1)][0]) == (42, 7)

@@ -14,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from litemq.broker.record_validation import target_codec
 from litemq.broker.replica_manager import Partition, ReplicaManager
 from litemq.broker.server import Connection
+from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo
 from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -66,6 +68,7 @@ class BrokerRuntime:
         self.handlers: dict[int, Callable[..., Any]] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.coordinator = None
+        self.txn_coordinator = None
         self._server: asyncio.base_events.Server | None = None
         self._background: list[asyncio.Task] = []
         self.started_ms = int(time.time() * 1000)
@@ -136,6 +139,8 @@ class BrokerRuntime:
                 conn.transport.close()
         for t in self._background:
             t.cancel()
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.coordinator is not None and hasattr(self.coordinator, "stop"):
             await self.coordinator.stop()
         if self.cluster is not None:
@@ -184,22 +189,32 @@ class BrokerRuntime:
                                          base=self.default_log_config)
         except ValueError as exc:
             raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
-        ct = configs.get("compression.type")
-        if ct is not None and ct != "producer":
-            raise KafkaError("compression.type: only 'producer' is supported (batches are stored "
-                             "as the producer compressed them)", ErrorCode.INVALID_CONFIG)
+        try:
+            target_codec(configs.get("compression.type"))  # producer|uncompressed|gzip|snappy|lz4|zstd
+        except ValueError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         mir = configs.get("min.insync.replicas")
         if mir is not None and (not mir.isdigit() or int(mir) < 1):
             raise KafkaError("min.insync.replicas must be an integer >= 1", ErrorCode.INVALID_CONFIG)
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str], internal: bool = False) -> TopicInfo:
+                     configs: dict[str, str], internal: bool = False,
+                     assignments: list[tuple[int, list[int]]] | None = None) -> TopicInfo:
         """Create a topic and its partition logs.
+
+        ``assignments``: manual replica assignment ``[(partition_index, [broker_id, ...])]``
+        (CreateTopics ``Assignments``); on a single broker only this node's id is valid, and
+        it replaces ``num_partitions``/``replication_factor`` (which the caller checked are -1).
 
         Raises:
             KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
-                INVALID_REPLICATION_FACTOR (more replicas than brokers), INVALID_CONFIG.
+                INVALID_REPLICATION_FACTOR (more replicas than brokers), INVALID_CONFIG,
+                INVALID_REPLICA_ASSIGNMENT.
         """
+        if assignments:
+            me = [self.config.node_id]
+            replicas = manual_topic_assignments(assignments, me, me)
+            num_partitions, replication_factor = len(replicas), len(replicas[0])
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if replication_factor == -1:
@@ -229,7 +244,16 @@ class BrokerRuntime:
         log.info("deleted topic %s", name)
         return info
 
-    def add_partitions(self, name: str, count: int) -> None:
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None) -> None:
+        """Grow topic ``name`` to ``count`` partitions; ``assignments`` (CreatePartitions
+        ``Assignments``): one replica list per new partition, here only ``[this node id]``.
+
+        Raises:
+            KafkaError: INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT.
+        """
+        if assignments is not None:
+            me = [self.config.node_id]
+            manual_partition_assignments(assignments, self.metadata.topics[name].num_partitions, count, 1, me, me)
         self.metadata.set_partitions(name, count)
         self._ensure_partitions(self.metadata.topics[name])
 
@@ -245,12 +269,14 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------ topics, either mode
     async def create_topic_async(self, name: str, num_partitions: int, replication_factor: int,
-                                 configs: dict[str, str], internal: bool = False) -> TopicInfo:
+                                 configs: dict[str, str], internal: bool = False,
+                                 assignments: list[tuple[int, list[int]]] | None = None) -> TopicInfo:
         """:meth:`create_topic` on a single broker; through the metadata leader in a cluster."""
         if self.cluster is None:
-            return self.create_topic(name, num_partitions, replication_factor, configs, internal)
+            return self.create_topic(name, num_partitions, replication_factor, configs, internal, assignments)
         await self.cluster.admin("create_topic", name=name, num_partitions=num_partitions,
-                                 replication_factor=replication_factor, configs=configs, internal=internal)
+                                 replication_factor=replication_factor, configs=configs, internal=internal,
+                                 assignments=[[i, list(ids)] for i, ids in assignments] if assignments else None)
         return self.metadata.topics[name]
 
     async def delete_topic_async(self, name: str) -> TopicInfo:
@@ -260,10 +286,11 @@ class BrokerRuntime:
         await self.cluster.admin("delete_topic", name=name)
         return info
 
-    async def add_partitions_async(self, name: str, count: int) -> None:
+    async def add_partitions_async(self, name: str, count: int, assignments: list[list[int]] | None = None) -> None:
         if self.cluster is None:
-            return self.add_partitions(name, count)
-        await self.cluster.admin("create_partitions", name=name, count=count)
+            return self.add_partitions(name, count, assignments)
+        await self.cluster.admin("create_partitions", name=name, count=count,
+                                 assignments=[list(ids) for ids in assignments] if assignments is not None else None)
 
     async def set_topic_configs_async(self, name: str, configs: dict[str, str]) -> None:
         if self.cluster is None:
@@ -275,6 +302,40 @@ class BrokerRuntime:
         if self.cluster is None:
             return self.metadata.allocate_producer_id()
         return await self.cluster.allocate_producer_id()
+
+    async def verify_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 topic: str, index: int) -> int:
+        """KIP-890 part 1: may ``producer_id``/``producer_epoch`` write transactional records to
+        ``topic``-``index``? NONE when its transaction already started there (the partition's
+        producer state says so) or when the transaction coordinator, wherever it is, has the
+        partition in the ongoing transaction; otherwise the coordinator's error
+        (INVALID_TXN_STATE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS,
+        NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
+        p = self.replicas.get(topic, index)
+        if p is not None:
+            entry = p.log.producer_state.entry(producer_id)
+            if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset is not None:
+                return ErrorCode.NONE
+        if not transactional_id:
+            return ErrorCode.INVALID_TXN_STATE
+        tc = self.txn_coordinator
+        err = tc.coordinator_error(transactional_id)
+        if err == ErrorCode.NONE:
+            return tc.verify(transactional_id, producer_id, producer_epoch, {topic: {index}})
+        if self.cluster is None or err != ErrorCode.NOT_COORDINATOR:
+            return err
+        from litemq.coordinator.transaction import TXN_TOPIC
+
+        leader, _ = self.cluster.leader_of(TXN_TOPIC, tc.partition_for(transactional_id))
+        if leader < 0 or leader == self.config.node_id:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        req = {"op": "verify_txn", "transactional_id": transactional_id, "producer_id": producer_id,
+               "producer_epoch": producer_epoch, "topic": topic, "partition": index}
+        try:
+            res = await self.cluster.transport.rpc(leader, req, self.config.request_timeout_ms / 1000)
+        except (ConnectionError, asyncio.TimeoutError, OSError):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return int(res.get("error", ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """Auto-create ``name`` if ``auto.create.topics.enable``; None when not allowed."""
@@ -293,6 +354,12 @@ class BrokerRuntime:
         if self.cluster is not None:
             return len(self.cluster.live_broker_endpoints())
         return 1
+
+    def registered_broker_ids(self) -> list[int]:
+        """Node ids of the cluster's registered brokers (live or not); ``[node_id]`` alone."""
+        if self.cluster is not None:
+            return sorted(self.metadata.brokers)
+        return [self.config.node_id]
 
     def advertised(self) -> tuple[str, int]:
         """(host, port) clients are told to use for this broker."""

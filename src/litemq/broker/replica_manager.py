@@ -23,7 +23,7 @@ import time
 from concurrent.futures import Executor
 
 from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
-from litemq.storage.log import AppendInfo, PartitionLog
+from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ class Partition:
         return self.log.log_end_offset
 
     # ------------------------------------------------------------------ append
-    def append(self, records: bytearray) -> AppendInfo:
-        """Append a produced records blob as leader; schedule the flush that commits it.
+    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Append a produced records blob (or, ``origin=COORDINATOR``, a transaction marker) as
+        leader; schedule the flush that commits it.
 
         Raises:
             KafkaError: the storage's validation errors (CORRUPT_MESSAGE, INVALID_RECORD,
@@ -71,7 +72,7 @@ class Partition:
         """
         if self._offline:
             raise KafkaStorageError(f"{self.topic}-{self.index} is offline after a storage error")
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
         if not info.duplicate:
             self._after_append()
         return info
@@ -140,6 +141,12 @@ class Partition:
                 self._waiters = [w for w in self._waiters if not w[1].done()]
             self._waiters.append((offset, fut))
         return fut
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the high watermark, or the first offset of the oldest transaction that
+        is not yet decided (or whose marker is not yet committed), whichever is lower."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     def truncate_after_delete_records(self) -> None:
         """Keep the high watermark >= log start offset after DeleteRecords/retention."""

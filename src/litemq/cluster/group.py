@@ -48,7 +48,7 @@ from litemq.raft import (
     Snapshot,
 )
 from litemq.raft.messages import Append, Heartbeat, TimeoutNow
-from litemq.storage.log import AppendInfo, PartitionLog
+from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ class RaftGroup:
                                           control_type=CONTROL_LEADER_CHANGE, timestamp_ms=int(time.time() * 1000))
         self.plog.append_as_follower(payload)
 
-    def leader_append(self, records: bytearray) -> AppendInfo:
+    def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Append a produced records blob as leader and propose it (one entry per batch).
 
         Raises:
@@ -275,7 +275,7 @@ class RaftGroup:
         self._materialize()
         if node.log_end_offset != self.plog.log_end_offset:
             raise KafkaError(f"{self.group_id}: log not ready", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        info = self.plog.append(records, leader_epoch=node.term)
+        info = self.plog.append(records, leader_epoch=node.term, origin=origin)
         if info.duplicate:
             return info
         self.quiet = False

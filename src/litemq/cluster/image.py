@@ -32,7 +32,8 @@ from litemq import limits
 from litemq.cluster.metadata import TopicInfo, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record"]
+__all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record",
+           "manual_partition_assignments", "manual_topic_assignments"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,82 @@ def assign_replicas(broker_ids: list[int], num_partitions: int, replication_fact
         raise KafkaError(f"replication factor {replication_factor} is larger than the {n} available broker(s)",
                          ErrorCode.INVALID_REPLICATION_FACTOR)
     return [[ids[(start + i + j) % n] for j in range(replication_factor)] for i in range(num_partitions)]
+
+
+def _check_replica_list(broker_ids: list[int], registered: set[int], live: set[int], partition: int,
+                        replication_factor: int | None) -> list[int]:
+    """Kafka ``ReplicationControlManager.validateManualPartitionAssignment`` for one partition."""
+    def bad(msg: str) -> KafkaError:
+        return KafkaError(msg, ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+
+    if not broker_ids:
+        raise bad("The manual partition assignment includes an empty replica list.")
+    seen: set[int] = set()
+    for b in sorted(broker_ids):
+        if b not in registered:
+            raise bad(f"The manual partition assignment includes broker {b}, but no such broker is registered.")
+        if b in seen:
+            raise bad(f"The manual partition assignment includes the broker {b} more than once.")
+        seen.add(b)
+    if replication_factor is not None and len(broker_ids) != replication_factor:
+        raise bad(f"The manual partition assignment includes a partition with {len(broker_ids)} replica(s), but "
+                  f"this is not consistent with previous partitions, which have {replication_factor} replica(s).")
+    if not seen & live:
+        raise bad(f"All brokers specified in the manual partition assignment for partition {partition} are "
+                  "fenced or in controlled shutdown.")
+    return list(broker_ids)
+
+
+def manual_topic_assignments(assignments, registered, live) -> list[list[int]]:
+    """Validate CreateTopics' manual assignments (CreateTopicsRequest v0+ ``Assignments``,
+    KIP-4) and return the replica lists of partitions 0..n-1 (first = preferred leader).
+
+    Args:
+        assignments: ``[(partition_index, [broker_id, ...]), ...]`` as requested.
+        registered: broker ids known to the cluster; live: those not fenced.
+
+    Raises:
+        KafkaError(INVALID_REPLICA_ASSIGNMENT): a partition listed twice, an empty replica list,
+            an unknown or repeated broker, replica counts that differ between partitions, only
+            fenced brokers, or partition indexes that are not 0..n-1 (Kafka 3.9
+            ``ReplicationControlManager.createTopic``).
+        KafkaError(INVALID_PARTITIONS): more than ``limits.MAX_PARTITIONS_PER_TOPIC`` partitions.
+    """
+    registered, live = set(registered), set(live)
+    if len(assignments) > limits.MAX_PARTITIONS_PER_TOPIC:
+        raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                         ErrorCode.INVALID_PARTITIONS)
+    by_index: dict[int, list[int]] = {}
+    rf: int | None = None
+    for index, broker_ids in assignments:
+        if index in by_index:
+            raise KafkaError(f"Found multiple manual partition assignments for partition {index}",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        by_index[index] = _check_replica_list(list(broker_ids), registered, live, index, rf)
+        rf = len(broker_ids)
+    if sorted(by_index) != list(range(len(by_index))):
+        raise KafkaError("partitions should be a consecutive 0-based integer sequence",
+                         ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return [by_index[i] for i in range(len(by_index))]
+
+
+def manual_partition_assignments(assignments, first: int, count: int, replication_factor: int,
+                                 registered, live) -> list[list[int]]:
+    """Validate CreatePartitions' manual assignments (CreatePartitionsRequest v0+
+    ``Assignments``, KIP-195): one replica list per new partition ``first..count-1``, each of
+    the topic's ``replication_factor`` replicas. Returns them as lists.
+
+    Raises:
+        KafkaError(INVALID_REPLICA_ASSIGNMENT): wrong number of lists, or a list failing the
+            per-partition checks of :func:`manual_topic_assignments`.
+    """
+    registered, live = set(registered), set(live)
+    additional = count - first
+    if len(assignments) != additional:
+        raise KafkaError(f"Attempted to add {additional} additional partition(s), but only "
+                         f"{len(assignments)} assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return [_check_replica_list(list(ids), registered, live, first + i, replication_factor)
+            for i, ids in enumerate(assignments)]
 
 
 class MetadataImage:

@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from litemq.cluster.group import RaftGroup
-from litemq.cluster.image import ApplyResult, MetadataImage, assign_replicas, decode_record, encode_record
+from litemq.cluster.image import (
+    ApplyResult,
+    MetadataImage,
+    assign_replicas,
+    decode_record,
+    encode_record,
+    manual_partition_assignments,
+    manual_topic_assignments,
+)
 from litemq.cluster.partition import ReplicatedPartition
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -442,8 +450,13 @@ class ClusterManager:
             self.runtime.log_manager.delete(topic, index)
 
     def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
-        coord = self.runtime.coordinator
-        if coord is not None and partition.topic == "__consumer_offsets" and hasattr(coord, "on_leadership"):
+        if partition.topic == "__consumer_offsets":
+            coord = self.runtime.coordinator
+        elif partition.topic == "__transaction_state":
+            coord = self.runtime.txn_coordinator
+        else:
+            return
+        if coord is not None:
             coord.on_leadership(partition.index, leader)
 
     # ================================================================== proposals
@@ -514,7 +527,11 @@ class ClusterManager:
                     raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                      ErrorCode.INVALID_PARTITIONS)
                 rf = len(info.assignments[0]) if info.assignments else 1
-                new = assign_replicas(self._live_ids(), count - info.num_partitions, rf, img.partition_count())
+                if args.get("assignments") is not None:  # CreatePartitions manual assignment
+                    new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,
+                                                       img.brokers, self._live_ids())
+                else:
+                    new = assign_replicas(self._live_ids(), count - info.num_partitions, rf, img.partition_count())
                 rec = {"type": "create_partitions", "name": info.name, "first": info.num_partitions,
                        "assignments": new}
             elif action == "set_configs":
@@ -551,7 +568,11 @@ class ClusterManager:
             rf = min(self.config.default_replication_factor, len(self._live_ids()))
         configs = dict(args.get("configs") or {})
         self.runtime.validate_topic_configs(configs)
-        assignments = assign_replicas(self._live_ids(), n, rf, self.image.partition_count())
+        if args.get("assignments"):  # CreateTopics manual assignment: [[partition_index, [broker ids]], ...]
+            assignments = manual_topic_assignments([(int(i), ids) for i, ids in args["assignments"]],
+                                                   self.image.brokers, self._live_ids())
+        else:
+            assignments = assign_replicas(self._live_ids(), n, rf, self.image.partition_count())
         return {"type": "create_topic", "name": name, "topic_id": str(uuid.uuid4()), "configs": configs,
                 "internal": bool(args.get("internal", False)), "assignments": assignments}
 
@@ -676,7 +697,32 @@ class ClusterManager:
             return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}))
         if op == "status":
             return self.status()
+        if op in ("write_txn_markers", "verify_txn"):
+            if peer_id is None or peer_id < 0:
+                return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
+            return await self._txn_rpc(op, req)
         return {"error": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
+
+    async def _txn_rpc(self, op: str, req: dict) -> dict:
+        """A transaction coordinator elsewhere asks this broker to write markers to partitions
+        it leads (WriteTxnMarkers), or a partition leader asks this coordinator whether a
+        partition is in a transaction (KIP-890 verification)."""
+        from litemq.coordinator.transaction import write_markers_local
+
+        try:
+            if op == "verify_txn":
+                tc = self.runtime.txn_coordinator
+                err = tc.coordinator_error(str(req["transactional_id"]))
+                if not err:
+                    err = tc.verify(str(req["transactional_id"]), int(req["producer_id"]), int(req["producer_epoch"]),
+                                    {str(req["topic"]): {int(req["partition"])}})
+                return {"error": int(err)}
+            tps = [(str(t), int(i)) for t, i in req["partitions"]]
+            errors = await write_markers_local(self.runtime, int(req["producer_id"]), int(req["producer_epoch"]),
+                                               bool(req["commit"]), int(req["coordinator_epoch"]), tps)
+            return {"errors": [int(errors[tp]) for tp in tps]}
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"error": ErrorCode.INVALID_REQUEST, "message": f"bad {op} request: {exc}"}
 
     # ================================================================== views
     def leader_of(self, topic: str, index: int) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from typing import Callable
 from litemq.broker.replica_manager import Partition
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import Ready
-from litemq.storage.log import AppendInfo
+from litemq.storage.log import AppendInfo, AppendOrigin
 
 
 class ReplicatedPartition(Partition):
@@ -71,10 +71,10 @@ class ReplicatedPartition(Partition):
         active = g.node.active_voters()
         return [r for r in self.replicas if r in active and g.host.peer_alive(r)]
 
-    def append(self, records: bytearray) -> AppendInfo:
+    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         if self._offline or self.group is None:
             raise KafkaError(f"{self.topic}-{self.index} is offline", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return self.group.leader_append(records)
+        return self.group.leader_append(records, origin)
 
     def on_ready(self, rd: Ready) -> None:
         node = self.group.node

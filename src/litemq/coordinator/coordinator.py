@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
+from litemq.coordinator.internal_topic import append_committed
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata, now_ms
 from litemq.coordinator.records import (FormatError, GroupKey, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_key, decode_offset_value, encode_group_key, encode_group_value,
                                         encode_offset_key, encode_offset_value, partition_for)
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
-from litemq.protocol.records import build_batch, decode_batch, iter_batches
+from litemq.protocol.records import CONTROL_COMMIT, build_batch, decode_batch, iter_batches, parse_control_key
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
@@ -73,15 +74,25 @@ class SyncResult:
     protocol_name: str | None = None
 
 
-def _storage_error_to_commit_error(code: int) -> int:
-    """Kafka ``GroupMetadataManager``'s mapping of append errors to commit errors."""
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE
-    return code
+def _marker_is_commit(data, pos: int) -> bool:
+    """Whether the control batch at ``pos`` of ``data`` is a COMMIT transaction marker."""
+    recs = decode_batch(data, pos)[1]
+    if not recs:
+        return False
+    try:
+        return parse_control_key(recs[0].key)[1] == CONTROL_COMMIT
+    except KafkaError:
+        return False
+
+
+def _merge_txn_offsets(offsets: dict[tuple[str, int], tuple[OffsetAndMetadata, int]],
+                       committed: dict[tuple[str, int], tuple[OffsetAndMetadata, int]]) -> None:
+    """Make a committed transaction's offsets the group's, unless a later plain OffsetCommit
+    (a record further in the log) already replaced one (Kafka ``GroupMetadata.completePendingTxnOffsetCommit``)."""
+    for tp, (om, record_offset) in committed.items():
+        current = offsets.get(tp)
+        if current is None or current[1] < record_offset:
+            offsets[tp] = (om, record_offset)
 
 
 class GroupCoordinator:
@@ -197,27 +208,16 @@ class GroupCoordinator:
                 self._complete_sync(m, SyncResult(E.NOT_COORDINATOR))
         log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **batch_args
+                      ) -> tuple[int, int]:
         """Append records to the group's offsets partition; wait until they are committed.
 
-        Returns (error code, offset of the first record).
+        Returns (error code, offset of the first record). ``batch_args`` go to ``build_batch``
+        (producer id/epoch/sequence and the transactional flag of TxnOffsetCommit).
         """
         p = self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
-        if p is None:
-            return E.NOT_COORDINATOR, -1
-        try:
-            info = p.append(bytearray(build_batch(records)))
-        except KafkaError as exc:
-            log.warning("append to %s-%d for group %s failed: %s", OFFSETS_TOPIC, p.index, group_id, exc)
-            return _storage_error_to_commit_error(exc.code), -1
-        fut = p.waiter(info.last_offset + 1)
-        try:
-            await asyncio.wait_for(fut, self.config.offsets_commit_timeout_ms / 1000)
-        except asyncio.TimeoutError:
-            return E.REQUEST_TIMED_OUT, -1
-        except KafkaError as exc:
-            return _storage_error_to_commit_error(exc.code), -1
-        return E.NONE, info.first_offset
+        return await append_committed(p, build_batch(records, **batch_args),
+                                      self.config.offsets_commit_timeout_ms / 1000)
 
     async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes] | None = None) -> int:
         stored = group.to_stored()
@@ -245,6 +245,8 @@ class GroupCoordinator:
             return
         stored: dict[str, Any] = {}
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
+        # TxnOffsetCommit records of transactions not yet ended: producer id -> group -> tp -> value
+        pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
         pos, hw = p.log_start_offset, p.high_watermark
         bad = 0
         while pos < hw:
@@ -252,17 +254,30 @@ class GroupCoordinator:
             if not data:
                 break
             for bpos, h in iter_batches(data, allow_trailing_partial=True):
-                if h.next_offset <= pos or h.is_control:
-                    pos = max(pos, h.next_offset)
+                if h.next_offset <= pos:
                     continue
+                if h.is_control:
+                    if h.producer_id >= 0:
+                        ended = pending_txn.pop(h.producer_id, {})
+                        if _marker_is_commit(data, bpos):
+                            for gid, tps in ended.items():
+                                _merge_txn_offsets(offsets.setdefault(gid, {}), tps)
+                    pos = h.next_offset
+                    continue
+                txn_pid = h.producer_id if h.is_transactional else -1
                 for rec in decode_batch(data, bpos)[1]:
                     if rec.offset < pos or rec.key is None:
                         continue
                     try:
                         key = decode_key(rec.key)
                         if isinstance(key, OffsetKey):
-                            per_group = offsets.setdefault(key.group, {})
                             tp = (key.topic, key.partition)
+                            if txn_pid >= 0:
+                                if rec.value is not None:
+                                    pending_txn.setdefault(txn_pid, {}).setdefault(key.group, {})[tp] = (
+                                        decode_offset_value(rec.value), rec.offset)
+                                continue
+                            per_group = offsets.setdefault(key.group, {})
                             if rec.value is None:
                                 per_group.pop(tp, None)
                             else:
@@ -276,15 +291,19 @@ class GroupCoordinator:
                                         rec.offset, exc)
                 pos = h.next_offset
         loaded = 0
-        for group_id in set(stored) | set(offsets):
+        pending_groups = {gid for per_pid in pending_txn.values() for gid in per_pid}
+        for group_id in set(stored) | set(offsets) | pending_groups:
             g_stored = stored.get(group_id)
             g_offsets = offsets.get(group_id) or {}
-            if g_stored is None and not g_offsets:
+            if g_stored is None and not g_offsets and group_id not in pending_groups:
                 continue
             group = GroupMetadata(group_id)
             if g_stored is not None:
                 group.load_stored(g_stored)
             group.offsets = g_offsets
+            for pid, per_group in pending_txn.items():
+                if group_id in per_group:
+                    group.pending_txn_offsets[pid] = per_group[group_id]
             self.groups[group_id] = group
             for m in group.members.values():
                 self._schedule_heartbeat(group, m, m.session_timeout_ms)
@@ -820,6 +839,89 @@ class GroupCoordinator:
                     group.offsets[tp] = (om, record_offset)
         return results
 
+    # ================================================================== TxnOffsetCommit
+    async def commit_txn_offsets(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                                 generation: int, member_id: str, group_instance_id: str | None,
+                                 offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit v0-4 (KIP-98, KIP-447; Kafka ``handleTxnCommitOffsets``).
+
+        The offsets are written to the group's ``__consumer_offsets`` partition as a
+        transactional batch of ``producer_id``/``producer_epoch`` and stay pending until the
+        transaction's COMMIT marker lands there (:meth:`complete_txn`); an ABORT drops them.
+        With a generation or member id (v3+) the member is checked as for OffsetCommit.
+        Returns an error per partition.
+        """
+        def all_(code: int) -> dict:
+            return {tp: code for tp in offsets}
+
+        err = self.coordinator_error(group_id)
+        if err:
+            return all_(err)
+        err = await self.runtime.verify_transaction(transactional_id, producer_id, producer_epoch, OFFSETS_TOPIC,
+                                                    self.partition_for(group_id))
+        if err:
+            return all_(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            if len(self.groups) >= limits.MAX_GROUPS:
+                return all_(E.COORDINATOR_NOT_AVAILABLE)
+            group = self.groups[group_id] = GroupMetadata(group_id)
+        if group.is_(GroupState.DEAD):
+            return all_(E.COORDINATOR_NOT_AVAILABLE)
+        if member_id or generation >= 0 or group_instance_id is not None:
+            err = self._validate_member(group, member_id, group_instance_id)
+            if err:
+                return all_(err)
+            if generation != group.generation:
+                return all_(E.ILLEGAL_GENERATION)
+        results: dict[tuple[str, int], int] = {}
+        valid: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        now = now_ms()
+        topics = self.runtime.metadata.topics
+        for tp, om in offsets.items():
+            info = topics.get(tp[0])
+            if info is None or not 0 <= tp[1] < info.num_partitions:
+                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif om.metadata is not None and len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                om.commit_timestamp_ms = now
+                om.metadata = om.metadata or ""
+                valid.append((tp, om))
+        if not valid:
+            return results
+        p = self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        if p is None:
+            return all_(E.NOT_COORDINATOR)
+        # The coordinator is the producer of this batch: continue the producer's sequence.
+        entry = p.log.producer_state.entry(producer_id)
+        seq = entry.last_seq + 1 if entry is not None and entry.epoch == producer_epoch else 0
+        records = [(encode_offset_key(group_id, t, i), encode_offset_value(om)) for (t, i), om in valid]
+        err, first_offset = await self._append(group_id, records, producer_id=producer_id,
+                                               producer_epoch=producer_epoch, base_sequence=seq,
+                                               is_transactional=True)
+        if err == E.INVALID_PRODUCER_EPOCH:
+            err = E.PRODUCER_FENCED
+        for i, (tp, om) in enumerate(valid):
+            results[tp] = err
+            if not err and self.groups.get(group_id) is group:
+                group.pending_txn_offsets.setdefault(producer_id, {})[tp] = (om, first_offset + i)
+        return results
+
+    def complete_txn(self, index: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is committed in offsets partition ``index``:
+        its pending TxnOffsetCommits become the groups' offsets, or are dropped (Kafka
+        ``scheduleHandleTxnCompletion``)."""
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) != index:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                _merge_txn_offsets(group.offsets, pending)
+
+    def _has_pending_txn_offset(self, group: GroupMetadata, tp: tuple[str, int]) -> bool:
+        return any(tp in per_pid for per_pid in group.pending_txn_offsets.values())
+
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool
                       ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
@@ -840,7 +942,7 @@ class GroupCoordinator:
             if group is None:
                 out.append((tp, None, E.NONE))
                 continue
-            if require_stable and tp in group.pending_commits:
+            if require_stable and (tp in group.pending_commits or self._has_pending_txn_offset(group, tp)):
                 out.append((tp, None, E.UNSTABLE_OFFSET_COMMIT))
                 continue
             entry = group.offsets.get(tp)
@@ -981,6 +1083,7 @@ class GroupCoordinator:
                 removed += len(expired)
                 log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_commits \
+                    and not group.pending_txn_offsets \
                     and not group.pending_members and self.groups.get(group.group_id) is group:
                 await self._remove_group(group)
         return removed

@@ -125,6 +125,8 @@ class GroupMetadata:
     # Committed offsets: (topic, partition) -> (OffsetAndMetadata, offset of its record)
     offsets: dict[tuple[str, int], tuple[OffsetAndMetadata, int]] = field(default_factory=dict)
     pending_commits: dict[tuple[str, int], int] = field(default_factory=dict)
+    # TxnOffsetCommits of transactions not yet ended: producer id -> tp -> (offset, record offset)
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = field(default_factory=dict)
     join_timer: Any = None
     join_deadline: float = 0.0
     initial_join_deadline: float = 0.0

@@ -167,7 +167,8 @@ class LocalCluster:
             stderr go to ``base_dir/node-<id>/broker.log``).
         n: number of brokers (node ids 1..n, all metadata voters).
         overrides: broker settings by Kafka name, given to every broker
-            (``{"broker.session.timeout.ms": "2000"}``).
+            (``{"broker.session.timeout.ms": "2000"}``) over
+            :data:`litemq.testing.process.HARNESS_OVERRIDES`.
         base_port: 0 = free ports picked once; otherwise node i listens for clients on
             ``base_port + i - 1`` and for RPC on ``base_port + 100 + i - 1``.
 

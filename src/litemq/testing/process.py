@@ -17,6 +17,12 @@ from pathlib import Path
 
 START_TIMEOUT_S = 30.0
 
+HARNESS_OVERRIDES: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
+"""Settings every test-harness broker starts with unless the caller overrides them: consumer
+groups form at once instead of after Kafka's default 3 s initial rebalance delay, as in Kafka's
+own test configs (``TestUtils.createBrokerConfig``) and its shipped ``config/server.properties``.
+``litemq serve`` and ``litemq.Broker()`` keep Kafka's default."""
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
@@ -43,7 +49,9 @@ class BrokerProcess:
     Args:
         data_dir: the broker's log directory (kept across restarts).
         port: listen port; 0 picks a free one once (kept across restarts).
-        overrides: broker settings by Kafka name (``{"num.partitions": "3"}``).
+        overrides: broker settings by Kafka name (``{"num.partitions": "3"}``), applied over
+            :data:`HARNESS_OVERRIDES` (pass ``{"group.initial.rebalance.delay.ms": "3000"}`` for
+            Kafka's default group formation delay).
         log_path: file receiving the broker's stdout and stderr (appended across restarts).
         extra_args: more ``litemq serve`` arguments, appended after the others (e.g. the
             cluster options ``["--node-id", "2", "--rpc-listen", ..., "--peers", ...]``).
@@ -53,7 +61,7 @@ class BrokerProcess:
                  log_path: str | Path | None = None, extra_args: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
-        self.overrides = dict(overrides or {})
+        self.overrides = {**HARNESS_OVERRIDES, **(overrides or {})}
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None

@@ -26,3 +26,6 @@ def register_all(runtime: "BrokerRuntime") -> None:
     except ImportError:  # the group coordinator is optional until it lands
         return
     groups.register(runtime)
+    from litemq.broker.handlers import txn
+
+    txn.register(runtime)

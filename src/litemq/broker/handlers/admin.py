@@ -11,12 +11,24 @@ from __future__ import annotations
 import logging
 
 from litemq.broker.broker import BROKER_TOPIC_CONFIGS
+from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
+"""Kafka ``ConfigResource.Type`` ids (GROUP: KIP-848)."""
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+CONFIG_TYPE_INT = 3
+
+GROUP_CONFIGS: dict[str, tuple[str, str]] = {
+    "consumer.heartbeat.interval.ms": ("5000", "The heartbeat interval given to the members of a consumer group."),
+    "consumer.session.timeout.ms": ("45000", "The timeout to detect client failures when using the consumer "
+                                             "group protocol."),
+}
+"""Kafka 3.9 ``GroupConfig`` (KIP-848 per-group configs): name -> (default, documentation); the
+defaults are Kafka's ``group.consumer.heartbeat.interval.ms`` / ``group.consumer.session.timeout.ms``.
+(The ``share.*`` group configs arrive with KIP-932 in Kafka 4.0.)"""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -28,17 +40,27 @@ async def handle_create_topics(ctx, req) -> dict:
         entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
                  "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
-            if t.assignments:
-                raise KafkaError("manual replica assignment is not supported; use num_partitions",
-                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            manual = [(a.partition_index, list(a.broker_ids)) for a in t.assignments or ()]
+            if manual and t.replication_factor != -1:
+                raise KafkaError("A manual partition assignment was specified, but replication factor was not "
+                                 "set to -1.", ErrorCode.INVALID_REQUEST)
+            if manual and t.num_partitions != -1:
+                raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
+                                 ErrorCode.INVALID_REQUEST)
             if req.validate_only:
                 runtime.validate_topic_configs(configs)
                 if t.name in runtime.metadata.topics:
                     raise KafkaError(f"topic {t.name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-                entry.update(num_partitions=t.num_partitions if t.num_partitions > 0 else runtime.config.num_partitions,
-                             replication_factor=1)
+                if manual:
+                    replicas = manual_topic_assignments(manual, runtime.registered_broker_ids(),
+                                                        runtime.registered_broker_ids())
+                    entry.update(num_partitions=len(replicas), replication_factor=len(replicas[0]))
+                else:
+                    entry.update(num_partitions=t.num_partitions if t.num_partitions > 0
+                                 else runtime.config.num_partitions, replication_factor=1)
             else:
-                info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs)
+                info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs,
+                                                        assignments=manual or None)
                 rf = len(info.assignments[0]) if info.assignments else 1
                 entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
@@ -89,8 +111,14 @@ async def handle_create_partitions(ctx, req) -> dict:
             if t.count <= info.num_partitions:
                 raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                  ErrorCode.INVALID_PARTITIONS)
-            if not req.validate_only:
-                await runtime.add_partitions_async(t.name, t.count)
+            manual = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+            if req.validate_only:
+                if manual is not None:
+                    rf = len(info.assignments[0]) if info.assignments else 1
+                    manual_partition_assignments(manual, info.num_partitions, t.count, rf,
+                                                 runtime.registered_broker_ids(), runtime.registered_broker_ids())
+            else:
+                await runtime.add_partitions_async(t.name, t.count, manual)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
@@ -129,11 +157,39 @@ def _broker_config_entries(runtime, keys) -> list[dict]:
             for k, v in sorted(values.items()) if keys is None or k in keys]
 
 
+def _group_config_entries(keys, documentation: bool) -> list[dict]:
+    """DescribeConfigs entries of a GROUP resource (any group id, known or not, as Kafka):
+    every :data:`GROUP_CONFIGS` entry at its default (DEFAULT_CONFIG): LiteMQ keeps no dynamic
+    group configs."""
+    return [{"name": name, "value": value, "read_only": False, "is_default": True, "config_source": SOURCE_DEFAULT,
+             "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPE_INT,
+             "documentation": doc if documentation else None}
+            for name, (value, doc) in sorted(GROUP_CONFIGS.items()) if keys is None or name in keys]
+
+
+def _check_group_alter(r, incremental: bool) -> None:
+    """AlterConfigs/IncrementalAlterConfigs on a GROUP resource: Kafka's name and value checks
+    (INVALID_CONFIG), then INVALID_REQUEST because dynamic group configs are not kept."""
+    if not r.resource_name:
+        raise KafkaError("Group name must not be empty", ErrorCode.INVALID_REQUEST)
+    for c in r.configs:
+        if c.name not in GROUP_CONFIGS:
+            raise KafkaError(f"Unknown group config name: {c.name}", ErrorCode.INVALID_CONFIG)
+        op = c.config_operation if incremental else SET
+        if op in (APPEND, SUBTRACT):
+            raise KafkaError(f"{c.name}: APPEND/SUBTRACT apply to list configs only", ErrorCode.INVALID_CONFIG)
+        if op == SET and (c.value is None or not c.value.strip().lstrip("-").isdigit() or int(c.value) < 1):
+            raise KafkaError(f"Invalid value {c.value} for configuration {c.name}: Value must be at least 1",
+                             ErrorCode.INVALID_CONFIG)
+    raise KafkaError("dynamic group configs (KIP-848) are not supported: LiteMQ runs the classic group protocol, "
+                     "every group uses the defaults DescribeConfigs shows", ErrorCode.INVALID_REQUEST)
+
+
 def handle_describe_configs(ctx, req) -> dict:
     runtime = ctx.runtime
     results = []
     for r in req.resources:
-        keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+        keys = set(r.configuration_keys) if r.configuration_keys else None  # null or empty: all (as Kafka)
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name, "configs": []}
         if r.resource_type == TOPIC_RESOURCE:
@@ -144,8 +200,14 @@ def handle_describe_configs(ctx, req) -> dict:
                 entry["configs"] = _topic_config_entries(runtime, info, keys, ctx.version)
         elif r.resource_type == BROKER_RESOURCE:
             entry["configs"] = _broker_config_entries(runtime, keys)
+        elif r.resource_type == GROUP_RESOURCE:
+            if not r.resource_name:
+                entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
+            else:
+                entry["configs"] = _group_config_entries(keys, ctx.version >= 3 and req.include_documentation)
         else:
-            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type")
+            entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                         error_message=f"Unsupported resource type: {r.resource_type}")
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -157,6 +219,8 @@ async def _alter(ctx, req, incremental: bool) -> dict:
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name}
         try:
+            if r.resource_type == GROUP_RESOURCE:
+                _check_group_alter(r, incremental)
             if r.resource_type != TOPIC_RESOURCE:
                 raise KafkaError("only topic configs can be altered", ErrorCode.INVALID_REQUEST)
             info = runtime.metadata.topics.get(r.resource_name)

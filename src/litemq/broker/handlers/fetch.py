@@ -23,7 +23,7 @@ _EMPTY = b""
 def _partition_error(index: int, code: int, p=None) -> dict:
     return {"partition_index": index, "error_code": code,
             "high_watermark": p.high_watermark if p is not None else -1,
-            "last_stable_offset": p.high_watermark if p is not None else -1,
+            "last_stable_offset": p.last_stable_offset if p is not None else -1,
             "log_start_offset": p.log_start_offset if p is not None else -1,
             "aborted_transactions": None, "preferred_read_replica": -1, "records": _EMPTY}
 
@@ -31,6 +31,7 @@ def _partition_error(index: int, code: int, p=None) -> dict:
 def _read_all(runtime, req, v: int, max_bytes: int):
     """One pass over the requested partitions: (response topics, bytes, error seen, partitions)."""
     meta = runtime.metadata
+    read_committed = v >= 4 and req.isolation_level == 1
     remaining = max_bytes
     total = 0
     error_seen = False
@@ -66,15 +67,19 @@ def _read_all(runtime, req, v: int, max_bytes: int):
                     continue
             offset = fp.fetch_offset
             hw = p.high_watermark
+            lso = p.last_stable_offset
+            # read_committed (KIP-98): nothing at or past the last stable offset is returned.
+            visible = lso if read_committed else hw
             if offset < p.log_start_offset or offset > p.log_end_offset:
                 parts_out.append(_partition_error(idx, ErrorCode.OFFSET_OUT_OF_RANGE, p))
                 error_seen = True
                 continue
             records = _EMPTY
-            if offset < hw and remaining > 0:
+            aborted = None if not read_committed else []
+            if offset < visible and remaining > 0:
                 limit = min(fp.partition_max_bytes, remaining)
                 try:
-                    res = p.log.read(offset, limit, max_offset=hw, min_one_batch=(total == 0))
+                    res = p.log.read(offset, limit, max_offset=visible, min_one_batch=(total == 0))
                 except KafkaError as exc:
                     parts_out.append(_partition_error(idx, exc.code, p))
                     error_seen = True
@@ -83,11 +88,14 @@ def _read_all(runtime, req, v: int, max_bytes: int):
                     records = RecordsParts(res.regions)
                     total += res.size
                     remaining -= res.size
+                    if read_committed:
+                        aborted = [{"producer_id": pid, "first_offset": first}
+                                   for pid, first in p.log.collect_aborted_transactions(offset, visible)]
             watched.append(p)
             parts_out.append({"partition_index": idx, "error_code": ErrorCode.NONE,
-                              "high_watermark": hw, "last_stable_offset": hw,
+                              "high_watermark": hw, "last_stable_offset": lso,
                               "log_start_offset": p.log_start_offset,
-                              "aborted_transactions": None if req.isolation_level == 0 else [],
+                              "aborted_transactions": aborted,
                               "preferred_read_replica": -1, "records": records})
         topics_out.append({"topic": name or "", "topic_id": t.topic_id if v >= 13 else None,
                            "partitions": parts_out})
@@ -130,8 +138,9 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 
 
 def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies."""
-    hw = p.high_watermark
+    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies.
+    With ``isolation_level`` 1 (read_committed) the last stable offset bounds the answer."""
+    hw = p.last_stable_offset if isolation_level == 1 else p.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return p.log_start_offset, -1
     if timestamp == LATEST:

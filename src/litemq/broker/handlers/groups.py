@@ -16,15 +16,17 @@ This module only translates versions; all group semantics live in :mod:`litemq.c
 
 from __future__ import annotations
 
+from litemq.broker.acl_operations import ResourceType, authorized_operations
 from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from litemq.coordinator.group import GroupState
+from litemq.coordinator.transaction import TXN_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.protocol.errors import ErrorCode as E
 
 INT32_MIN = -(2**31)
 GROUP_TYPE = "classic"
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-"""Kafka AclOperation bits a group supports: READ (3), DELETE (6), DESCRIBE (8)."""
+_GROUP_OPERATIONS = authorized_operations(ResourceType.GROUP)
+"""KIP-430 bits of a group with no authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS."""
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 
 
@@ -42,14 +44,19 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
     runtime = ctx.runtime
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.NONE, "error_message": None}
     if key_type == KEY_TYPE_TRANSACTION:
-        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="transactions not supported yet")
-        return out
-    if key_type != KEY_TYPE_GROUP:
+        coord = runtime.txn_coordinator
+        if not key:
+            out.update(error_code=E.INVALID_REQUEST, error_message="empty transactional id")
+            return out
+    elif key_type == KEY_TYPE_GROUP:
+        coord = _coord(ctx)
+    else:
         out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return out
     if runtime.cluster is not None:
-        return _find_one_in_cluster(runtime, key, out)
-    err = _coord(ctx).coordinator_error(key, require_id=False)
+        return _find_one_in_cluster(runtime, coord, key, out)
+    err = coord.coordinator_error(key) if key_type == KEY_TYPE_TRANSACTION else \
+        coord.coordinator_error(key, require_id=False)
     if err:
         out.update(error_code=err, error_message=E(err).name)
         return out
@@ -68,15 +75,17 @@ def handle_find_coordinator(ctx, req) -> dict:
     return {"throttle_time_ms": 0, **one}
 
 
-def _find_one_in_cluster(runtime, key: str, out: dict) -> dict:
-    """The coordinator of a group is the leader of its ``__consumer_offsets`` partition."""
-    coord = runtime.coordinator
+def _find_one_in_cluster(runtime, coord, key: str, out: dict) -> dict:
+    """The coordinator of a group (a transactional id) is the leader of its
+    ``__consumer_offsets`` (``__transaction_state``) partition."""
+    is_txn = coord is runtime.txn_coordinator
     try:
-        coord.ensure_offsets_topic()
+        coord.ensure_txn_topic() if is_txn else coord.ensure_offsets_topic()
     except Exception:
-        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="offsets topic is being created")
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="internal topic is being created")
         return out
-    leader, _ = runtime.cluster.leader_of(OFFSETS_TOPIC, coord.partition_for(key or ""))
+    topic = TXN_TOPIC if is_txn else OFFSETS_TOPIC
+    leader, _ = runtime.cluster.leader_of(topic, coord.partition_for(key or ""))
     endpoint = next((b for b in runtime.brokers() if b[0] == leader), None)
     if endpoint is None:
         out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="no live leader of the offsets partition")

@@ -1,10 +1,12 @@
-"""Produce (0) and InitProducerId (22).
+"""Produce (0); InitProducerId (22) is in :mod:`litemq.broker.handlers.txn`.
 
 Sources: ProduceRequest/Response v0-11 (acks 0/1/-1; KIP-98 idempotence fields v3+; KIP-467
 record errors v8+), InitProducerIdRequest/Response v0-5 (KIP-98, KIP-360 epoch bump).
 
 A produced records blob is validated from batch headers only and appended as bytes; the
-records are decoded only for compacted topics (every record needs a key, as in Kafka).
+records are decoded only for compacted topics (every record needs a key, as in Kafka) and for
+topics whose ``compression.type`` is a codec (batches in another codec are recompressed), see
+:mod:`litemq.broker.record_validation`.
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, validate_and_convert
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import decode_records
+from litemq.limits import RECORD_BATCH_HEADER_BYTES
+from litemq.protocol.records import decode_records, read_batch_header
 
 log = logging.getLogger(__name__)
 
 
-def _error(index: int, code: int, message: str | None = None) -> dict:
+def _error(index: int, code: int, message: str | None = None, record_errors=()) -> dict:
+    """One partition's failed ProduceResponse entry; ``record_errors`` ``[(batch_index, message)]``
+    (KIP-467, sent from v8)."""
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+            "log_start_offset": -1, "error_message": message,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors]}
 
 
 def _append_one(runtime, topic: str, index: int, records, acks: int):
@@ -41,15 +48,14 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
             return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                           f"min.insync.replicas={mir} but only {p.in_sync_count()} replica(s) in sync"), None, None
     try:
-        if p.log.config.compact:
-            for rec in decode_records(records):
-                if rec.key is None:
-                    raise KafkaError("compacted topic requires a key on every record", ErrorCode.INVALID_RECORD)
+        codec = TOPIC_COMPRESSION_CODECS.get(info.configs.get("compression.type", "producer"))
+        if p.log.config.compact or codec is not None:  # the only paths that decode records
+            records = validate_and_convert(records, f"{topic}-{index}", compacted=p.log.config.compact, codec=codec)
         ai = p.append(records)
     except KafkaError as exc:
         if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             log.info("produce to %s-%d rejected: %s", topic, index, exc)
-        return _error(index, exc.code, str(exc)), None, None
+        return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
     resp = {"index": index, "error_code": ErrorCode.NONE, "base_offset": ai.first_offset,
             "log_append_time_ms": ai.log_append_time_ms, "log_start_offset": p.log_start_offset,
             "record_errors": [], "error_message": None}
@@ -96,26 +102,74 @@ async def _await_commit(body: dict, waits, timeout_ms: int) -> dict:
     return body
 
 
-async def handle_init_producer_id(ctx, req) -> dict:
+# ---------------------------------------------------------------- transactional produce (KIP-890 part 1)
+_VERIFY_RETRIABLE = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT)
+
+
+def _unverified_transactional(runtime, req) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, producer id, epoch) of each partition whose records open a transaction
+    the partition has not seen yet (its first transactional batch): those need the
+    coordinator's word that the partition was added to the transaction."""
+    out = []
+    for t in req.topic_data:
+        for pd in t.partition_data:
+            records = pd.records
+            if records is None or len(records) < RECORD_BATCH_HEADER_BYTES:
+                continue
+            try:
+                h = read_batch_header(records, 0)
+            except KafkaError:
+                continue  # the append reports it
+            if not h.is_transactional or h.is_control or h.producer_id < 0:
+                continue
+            p = runtime.replicas.get(t.name, pd.index)
+            entry = p.log.producer_state.entry(h.producer_id) if p is not None else None
+            if entry is None or entry.epoch != h.producer_epoch or entry.current_txn_first_offset is None:
+                out.append((t.name, pd.index, h.producer_id, h.producer_epoch))
+    return out
+
+
+async def _verify_then_produce(ctx, req, unverified):
+    """Ask the transaction coordinator about each partition, refuse those not in the
+    transaction (INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH for a fenced producer;
+    NOT_ENOUGH_REPLICAS, retriable, while the coordinator is busy or moving), produce the rest."""
     runtime = ctx.runtime
-    if req.transactional_id is not None:
-        # Transactions (KIP-98 transaction coordinator) are not implemented yet: say so clearly.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    if ctx.version >= 3 and req.producer_id >= 0:
-        # KIP-360: an idempotent producer asks for its epoch to be bumped.
-        epoch = req.producer_epoch + 1
-        if epoch <= 32767:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-                    "producer_id": req.producer_id, "producer_epoch": epoch}
-    try:
-        pid = await runtime.allocate_producer_id()
-    except KafkaError as exc:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE
-                if exc.code == ErrorCode.REQUEST_TIMED_OUT else exc.code, "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}
+    refused: dict[tuple[str, int], int] = {}
+    for topic, index, pid, epoch in unverified:
+        err = await runtime.verify_transaction(req.transactional_id, pid, epoch, topic, index)
+        if err in _VERIFY_RETRIABLE:
+            err = ErrorCode.NOT_ENOUGH_REPLICAS
+        elif err == ErrorCode.PRODUCER_FENCED:
+            err = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif err == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            err = ErrorCode.INVALID_TXN_STATE
+        if err:
+            log.info("transactional produce of producer %d to %s-%d refused: %s", pid, topic, index, ErrorCode(err).name)
+            refused[(topic, index)] = err
+    order = [(t.name, [pd.index for pd in t.partition_data]) for t in req.topic_data]
+    for t in req.topic_data:
+        t.partition_data = [pd for pd in t.partition_data if (t.name, pd.index) not in refused]
+    body = handle_produce(ctx, req)
+    if asyncio.iscoroutine(body):
+        body = await body
+    if body is None:
+        return None
+    got = {(r["name"], pr["index"]): pr for r in body["responses"] for pr in r["partition_responses"]}
+    body["responses"] = [{"name": name, "partition_responses": [
+        got.get((name, i)) or _error(i, refused[(name, i)], "partition not in the transaction") for i in indexes]}
+        for name, indexes in order]
+    return body
+
+
+def handle_produce_checked(ctx, req):
+    """Produce (0): transactional records first pass KIP-890 verification, then :func:`handle_produce`."""
+    if ctx.version >= 3 and req.transactional_id is not None and req.acks in (1, -1):
+        unverified = _unverified_transactional(ctx.runtime, req)
+        if unverified:
+            return _verify_then_produce(ctx, req, unverified)
+    return handle_produce(ctx, req)
 
 
 def register(runtime) -> None:
-    runtime.register(0, handle_produce)
-    runtime.register(22, handle_init_producer_id)
+    runtime.register(0, handle_produce_checked)

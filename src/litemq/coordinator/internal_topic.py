@@ -1,0 +1,52 @@
+"""Writing to an internal topic (``__consumer_offsets``, ``__transaction_state``) and waiting
+until the write is committed: what both coordinators need from the replica manager.
+
+Source: Kafka ``GroupMetadataManager.storeOffsets``/``TransactionStateManager.appendTransactionToLog``
+(append with acks=all, wait for the high watermark, map storage errors to coordinator errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from litemq.protocol.errors import ErrorCode as E
+from litemq.protocol.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+
+def storage_error_to_coordinator_error(code: int) -> int:
+    """Kafka's mapping of append errors to the errors a coordinator answers with."""
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+async def append_committed(partition, batch: bytes, timeout_s: float, **append_kwargs) -> tuple[int, int]:
+    """Append one record ``batch`` to ``partition`` (a hosted :class:`Partition`, or None) as
+    leader and wait until the high watermark covers it.
+
+    Returns ``(error code, base offset)``; the error is already mapped with
+    :func:`storage_error_to_coordinator_error` (NOT_COORDINATOR when ``partition`` is None or
+    not led here, REQUEST_TIMED_OUT when not committed within ``timeout_s``).
+    """
+    if partition is None:
+        return E.NOT_COORDINATOR, -1
+    try:
+        info = partition.append(bytearray(batch), **append_kwargs)
+    except KafkaError as exc:
+        log.warning("append to %s-%d failed: %s", partition.topic, partition.index, exc)
+        return storage_error_to_coordinator_error(exc.code), -1
+    fut = partition.waiter(info.last_offset + 1)
+    try:
+        await asyncio.wait_for(fut, timeout_s)
+    except asyncio.TimeoutError:
+        return E.REQUEST_TIMED_OUT, -1
+    except KafkaError as exc:
+        return storage_error_to_coordinator_error(exc.code), -1
+    return E.NONE, info.first_offset

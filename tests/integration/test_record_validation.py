@@ -1,0 +1,243 @@
+"""Record-level produce validation and conversion (Kafka ``LogValidator``) with real clients:
+keyless records on a compacted topic fail their whole batch with per-record errors (KIP-467),
+and a topic ``compression.type`` codec makes the broker recompress batches of other codecs."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from litemq.broker.record_validation import validate_and_convert
+from litemq.protocol.errors import ErrorCode
+from litemq.protocol.records import (
+    COMPRESSION_GZIP,
+    COMPRESSION_NONE,
+    COMPRESSION_ZSTD,
+    build_batch,
+    decode_batch,
+    iter_batches,
+)
+from litemq.testing.wire import WireClient
+
+READ_TIMEOUT_S = 30.0
+BASE_TS_MS = 1_700_000_000_000
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{random.randrange(1 << 30)}"
+
+
+def _create(bs: str, name: str, configs: dict[str, str], partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(timeout=30)
+
+
+def _produce_raw(c: WireClient, topic: str, batch: bytes, version: int):
+    resp = c.request(0, version, {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
+                                  "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    return resp.responses[0].partition_responses[0]
+
+
+def _end_offset(c: WireClient, topic: str) -> int:
+    resp = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    return resp.topics[0].partitions[0].offset
+
+
+def _fetch_raw(c: WireClient, topic: str) -> bytes:
+    """Every stored batch of partition 0, as bytes, by raw Fetch v11."""
+    out = b""
+    offset = 0
+    while offset < _end_offset(c, topic):
+        resp = c.request(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24,
+                                 "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                                 "forgotten_topics_data": [], "topics": [{"topic": topic, "partitions": [
+                                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                                      "log_start_offset": -1, "partition_max_bytes": 1 << 24}]}]})
+        part = resp.responses[0].partitions[0]
+        assert part.error_code == 0
+        data = bytes(part.records or b"")
+        batches = list(iter_batches(data, allow_trailing_partial=True))
+        assert batches
+        end = batches[-1][0] + batches[-1][1].size
+        out += data[:end]
+        offset = batches[-1][1].next_offset
+    return out
+
+
+# ====================================================================== KIP-467 record errors
+def test_keyless_batch_on_compacted_topic_confluent_delivery_error(shared_broker):
+    bs = shared_broker.bootstrap_servers
+    topic = _name("cmp-nokey")
+    _create(bs, topic, {"cleanup.policy": "compact"})
+    errors = []
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "retries": 0, "linger.ms": 200,
+                  "batch.num.messages": 10})
+    for i in range(10):
+        p.produce(topic, value=b"no key %d" % i, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert len(errors) == 10
+    assert all(e is not None and e.code() == KafkaError.INVALID_RECORD for e in errors), errors
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        assert _end_offset(c, topic) == 0  # nothing of the failed batches was appended
+
+
+def test_keyless_batch_on_compacted_topic_lists_record_errors(shared_broker):
+    bs = shared_broker.bootstrap_servers
+    topic = _name("cmp-rec-errors")
+    _create(bs, topic, {"cleanup.policy": "compact"})
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        for version, codec in ((8, COMPRESSION_NONE), (9, COMPRESSION_GZIP), (11, COMPRESSION_ZSTD)):
+            part = _produce_raw(c, topic, build_batch([(None, b"v%d" % i) for i in range(10)], compression=codec),
+                                version)
+            assert part.error_code == ErrorCode.INVALID_RECORD
+            assert [e.batch_index for e in part.record_errors] == list(range(10))
+            msg = f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+            assert {e.batch_index_error_message for e in part.record_errors} == {msg}
+            assert part.error_message.startswith("One or more records have been rejected due to 10 record errors")
+            assert part.base_offset == -1
+        # keyed and keyless mixed: the whole batch fails, only the keyless ones are listed
+        mixed = [(None if i in (2, 5, 7) else b"k%d" % i, b"v") for i in range(9)]
+        part = _produce_raw(c, topic, build_batch(mixed), 8)
+        assert part.error_code == ErrorCode.INVALID_RECORD
+        assert [e.batch_index for e in part.record_errors] == [2, 5, 7]
+        part = _produce_raw(c, topic, build_batch(mixed), 7)  # before v8: the error code alone
+        assert part.error_code == ErrorCode.INVALID_RECORD
+        assert _end_offset(c, topic) == 0
+        part = _produce_raw(c, topic, build_batch([(b"k", b"v")]), 8)
+        assert (part.error_code, part.base_offset, list(part.record_errors)) == (0, 0, [])
+        assert _end_offset(c, topic) == 1
+
+
+# ====================================================================== compression.type
+def _ck_read(bs: str, topic: str, n: int) -> list[tuple[bytes, bytes, int]]:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "rd-" + topic, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while len(got) < n and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            assert m.error() is None, m.error()
+            got.append((m.key(), m.value(), m.timestamp()[1]))
+    c.close()
+    return got
+
+
+def _kp_read(bs: str, topic: str, n: int) -> list[tuple[bytes, bytes, int]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, auto_offset_reset="earliest")
+    c.assign([KTP(topic, 0)])
+    c.seek_to_beginning()
+    got = []
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while len(got) < n and time.monotonic() < deadline:
+        for _tp, msgs in c.poll(timeout_ms=500, max_records=5000).items():
+            got += [(m.key, m.value, m.timestamp) for m in msgs]
+    c.close()
+    return got
+
+
+def _ak_read(bs: str, topic: str, n: int) -> list[tuple[bytes, bytes, int]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    async def run():
+        c = AIOKafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, auto_offset_reset="earliest")
+        await c.start()
+        got = []
+        try:
+            c.assign([ATP(topic, 0)])
+            await c.seek_to_beginning()
+            deadline = time.monotonic() + READ_TIMEOUT_S
+            while len(got) < n and time.monotonic() < deadline:
+                for _tp, msgs in (await c.getmany(timeout_ms=500, max_records=5000)).items():
+                    got += [(m.key, m.value, m.timestamp) for m in msgs]
+        finally:
+            await c.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("target,codec_id", [("zstd", COMPRESSION_ZSTD), ("uncompressed", COMPRESSION_NONE)])
+def test_topic_compression_type_recompresses(shared_broker, target, codec_id):
+    bs = shared_broker.bootstrap_servers
+    topic = _name("ct-" + target)
+    _create(bs, topic, {"compression.type": target})
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource("topic", topic)
+    assert admin.describe_configs([res])[res].result(timeout=30)["compression.type"].value == target
+
+    want = []
+    for codec in ("gzip", "none", "lz4", "snappy", "zstd"):
+        p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True,
+                      "compression.type": codec, "linger.ms": 20})
+        for i in range(50):
+            key, value = f"{codec}-{i}".encode(), (f"value {i} " * 20).encode()
+            p.produce(topic, key=key, value=value, timestamp=BASE_TS_MS + i, headers=[("h", key)])
+            want.append((key, value, BASE_TS_MS + i))
+        assert p.flush(30) == 0
+
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        stored = _fetch_raw(c, topic)
+    headers = [h for _, h in iter_batches(stored)]
+    assert headers and {h.compression for h in headers} == {codec_id}
+    assert all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)  # idempotence kept
+    decoded = [r for pos, _ in iter_batches(stored) for r in decode_batch(stored, pos)[1]]
+    assert [r.offset for r in decoded] == list(range(len(want)))
+    assert [(r.key, r.value, r.timestamp) for r in decoded] == want
+    assert all(r.headers == (("h", r.key),) for r in decoded)
+
+    assert _ck_read(bs, topic, len(want)) == want
+    assert _kp_read(bs, topic, len(want)) == want
+    assert _ak_read(bs, topic, len(want)) == want
+
+
+def test_compression_type_values_are_validated(shared_broker):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    bs = shared_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    bad = _name("ct-bad")
+    with pytest.raises(Exception) as exc:
+        admin.create_topics([NewTopic(bad, 1, 1, config={"compression.type": "brotli"})])[bad].result(timeout=30)
+    assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+    topic = _name("ct-alter")
+    _create(bs, topic, {})
+    res = ConfigResource("topic", topic)
+    for value in ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"):
+        alter = ConfigResource("topic", topic, incremental_configs=[
+            ConfigEntry("compression.type", value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([alter])[alter].result(timeout=30)
+        assert admin.describe_configs([res])[res].result(timeout=30)["compression.type"].value == value
+    alter = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("compression.type", "GZIP2", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception) as exc:
+        admin.incremental_alter_configs([alter])[alter].result(timeout=30)
+    assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_recompression_keeps_batch_fields():
+    """The conversion itself: producer id/epoch/base sequence, the transactional flag, the
+    timestamp type, offset deltas and record contents survive a codec change."""
+    recs = [(b"k%d" % i, b"v%d" % i, [("h", b"x")], BASE_TS_MS + (i * 7) % 5) for i in range(20)]
+    src = build_batch(recs, compression=COMPRESSION_GZIP, producer_id=4242, producer_epoch=3, base_sequence=17,
+                      is_transactional=True)
+    out = validate_and_convert(bytearray(src), "t-0", compacted=False, codec=COMPRESSION_ZSTD)
+    (pos, h), = list(iter_batches(out))
+    h0 = next(iter_batches(src))[1]
+    assert h.compression == COMPRESSION_ZSTD
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional, h.timestamp_type) == (
+        4242, 3, 17, True, 0)
+    assert (h.base_timestamp, h.max_timestamp, h.last_offset_delta, h.records_count) == (
+        h0.base_timestamp, h0.max_timestamp, h0.last_offset_delta, h0.records_count)
+    assert decode_batch(out, pos)[1] == decode_batch(src)[1]
+    same = bytearray(src)
+    assert validate_and_convert(same, "t-0", compacted=True, codec=COMPRESSION_GZIP) is same  # codec matches
