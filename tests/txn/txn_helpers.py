@@ -1,0 +1,148 @@
+"""Helpers of the transaction tests: input producer, read_committed checker, a supervised
+consume-transform-produce worker process (:mod:`tests.txn.ctp_worker`) the tests SIGKILL."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+READ_TIMEOUT_S = 90
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int = 3, rf: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(t, partitions, rf) for t in topics], request_timeout=30)
+    for f in futures.values():
+        f.result(timeout=60)
+
+
+def produce_input(bootstrap: str, topic: str, n: int) -> list[bytes]:
+    """``n`` records ``k<i>`` -> ``v<i>`` (idempotent, acks=all); returns the keys."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, "log_level": 3})
+    keys = []
+    for i in range(n):
+        k = f"k{i:06d}".encode()
+        keys.append(k)
+        while True:
+            try:
+                p.produce(topic, key=k, value=f"v{i:06d}".encode())
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+    return keys
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
+             expect: int | None = None, idle_s: float = 3.0) -> list:
+    """Every record of ``topic`` from the beginning (confluent-kafka ``assign``), until
+    ``expect`` records were read and nothing more came for ``idle_s`` (or READ_TIMEOUT_S)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": name("check"), "enable.auto.commit": False,
+                  "isolation.level": isolation, "log_level": 3})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = []
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    last = time.monotonic()
+    while time.monotonic() < deadline:
+        msgs = c.consume(1000, 0.5)
+        for m in msgs:
+            if m.error() is not None:
+                continue  # partition EOF / transient
+            got.append(m)
+        if msgs:
+            last = time.monotonic()
+        if (expect is None or len(got) >= expect) and time.monotonic() - last >= idle_s:
+            break
+    c.close()
+    return got
+
+
+def assert_exactly_once(input_keys: list[bytes], output) -> None:
+    """Every input key appears exactly once in ``output`` (messages), transformed."""
+    counts = collections.Counter(m.key() for m in output)
+    dups = {k: n for k, n in counts.items() if n > 1}
+    missing = [k for k in input_keys if k not in counts]
+    extra = [k for k in counts if k not in set(input_keys)]
+    assert not dups, f"{len(dups)} keys duplicated, e.g. {list(dups.items())[:5]}"
+    assert not missing, f"{len(missing)} keys missing, e.g. {missing[:5]}"
+    assert not extra, f"unexpected keys {extra[:5]}"
+    for m in output:
+        assert m.value() == b"v" + m.key()[1:] + b"|out", (m.key(), m.value())
+
+
+class Worker:
+    """One :mod:`tests.txn.ctp_worker` child process."""
+
+    def __init__(self, log_dir: Path, lib: str, bootstrap: str, inp: str, out: str, group: str, txn_id: str,
+                 expected: int, abort_every: int = 0) -> None:
+        self.args = [sys.executable, "-m", "tests.txn.ctp_worker", lib, bootstrap, inp, out, group, txn_id,
+                     str(expected), str(abort_every)]
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen | None = None
+        self.runs = 0
+
+    def start(self) -> "Worker":
+        self.runs += 1
+        log = open(self.log_dir / f"worker-{self.runs}.log", "wb")
+        self.proc = subprocess.Popen(self.args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def log_tail(self) -> str:
+        text = (self.log_dir / f"worker-{self.runs}.log").read_text(errors="replace")
+        return text[-3000:]
+
+    def committed_count(self) -> int:
+        """Transactions this run committed so far (from its progress lines)."""
+        try:
+            return (self.log_dir / f"worker-{self.runs}.log").read_text(errors="replace").count("committed")
+        except FileNotFoundError:
+            return 0
+
+    def run_to_completion(self, timeout_s: float) -> None:
+        """Supervise: restart the worker whenever it dies (a fatal client error after a fault
+        is allowed: the next run fences it and continues) until it exits 0."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is None:
+                self.start()
+            rc = self.proc.poll()
+            if rc == 0:
+                return
+            if rc is not None:
+                self.start()
+            time.sleep(0.2)
+        self.kill()
+        raise AssertionError(f"worker did not finish within {timeout_s}s; log tail:\n{self.log_tail()}")
+
+    def wait_progress(self, commits: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.committed_count() < commits:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker made no progress; log tail:\n{self.log_tail()}")
+            if self.proc is not None and self.proc.poll() is not None:
+                self.start()
+            time.sleep(0.1)
