@@ -799,23 +799,7 @@ class GroupCoordinator:
                 return all_(E.REBALANCE_IN_PROGRESS)
             member = group.members[member_id]
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        results: dict[tuple[str, int], int] = {}
-        valid: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
-        now = now_ms()
-        topics = self.runtime.metadata.topics
-        for tp, om in offsets.items():
-            info = topics.get(tp[0])
-            if info is None or not 0 <= tp[1] < info.num_partitions:
-                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif om.metadata is not None and len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                if om.commit_timestamp_ms < 0:
-                    om.commit_timestamp_ms = now
-                if retention_time_ms >= 0:
-                    om.expire_timestamp_ms = om.commit_timestamp_ms + retention_time_ms
-                om.metadata = om.metadata or ""
-                valid.append((tp, om))
+        results, valid = self._validate_offsets(offsets, retention_time_ms)
         if not valid:
             return results
         records = [(encode_offset_key(group_id, t, p), encode_offset_value(om)) for (t, p), om in valid]
@@ -838,6 +822,30 @@ class GroupCoordinator:
                 if current is None or current[1] < record_offset:
                     group.offsets[tp] = (om, record_offset)
         return results
+
+    def _validate_offsets(self, offsets: dict[tuple[str, int], OffsetAndMetadata], retention_time_ms: int
+                          ) -> tuple[dict[tuple[str, int], int], list[tuple[tuple[str, int], OffsetAndMetadata]]]:
+        """Per-partition checks of an (Txn)OffsetCommit: ``(errors, valid offsets)``; unknown
+        partitions get UNKNOWN_TOPIC_OR_PARTITION, metadata over ``offset.metadata.max.bytes``
+        OFFSET_METADATA_TOO_LARGE. Valid ones get their commit (and expire) timestamps in ms."""
+        results: dict[tuple[str, int], int] = {}
+        valid: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        now = now_ms()
+        topics = self.runtime.metadata.topics
+        for tp, om in offsets.items():
+            info = topics.get(tp[0])
+            if info is None or not 0 <= tp[1] < info.num_partitions:
+                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif om.metadata is not None and len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                if om.commit_timestamp_ms < 0:
+                    om.commit_timestamp_ms = now
+                if retention_time_ms >= 0:
+                    om.expire_timestamp_ms = om.commit_timestamp_ms + retention_time_ms
+                om.metadata = om.metadata or ""
+                valid.append((tp, om))
+        return results, valid
 
     # ================================================================== TxnOffsetCommit
     async def commit_txn_offsets(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
@@ -874,20 +882,7 @@ class GroupCoordinator:
                 return all_(err)
             if generation != group.generation:
                 return all_(E.ILLEGAL_GENERATION)
-        results: dict[tuple[str, int], int] = {}
-        valid: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
-        now = now_ms()
-        topics = self.runtime.metadata.topics
-        for tp, om in offsets.items():
-            info = topics.get(tp[0])
-            if info is None or not 0 <= tp[1] < info.num_partitions:
-                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif om.metadata is not None and len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                om.commit_timestamp_ms = now
-                om.metadata = om.metadata or ""
-                valid.append((tp, om))
+        results, valid = self._validate_offsets(offsets, -1)
         if not valid:
             return results
         p = self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
