@@ -56,8 +56,8 @@ def test_python_clients_consume_transform_produce(txn_broker, tmp_path, lib):
     bs = txn_broker.bootstrap_servers
     inp, out = name("in-" + lib), name("out-" + lib)
     create_topics(bs, [inp, out])
-    keys = produce_input(bs, inp, 1500)
-    w = Worker(tmp_path, lib, bs, inp, out, name("g"), name("txn"), len(keys), abort_every=3)
+    keys = produce_input(bs, inp, 600)
+    w = Worker(tmp_path, lib, bs, inp, out, name("g"), name("txn"), len(keys), abort_every=2)
     w.start()
     w.wait_progress(1, 90)
     w.kill()
