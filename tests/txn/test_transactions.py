@@ -52,7 +52,7 @@ def test_ck_consume_transform_produce_through_client_and_broker_sigkill(txn_brok
 
 
 @pytest.mark.parametrize("lib", ["kp", "aio"])
-def test_python_clients_consume_transform_produce(txn_broker, tmp_path, lib):
+def test_python_clients_consume_transform_produce_through_client_and_broker_sigkill(txn_broker, tmp_path, lib):
     bs = txn_broker.bootstrap_servers
     inp, out = name("in-" + lib), name("out-" + lib)
     create_topics(bs, [inp, out])
@@ -60,7 +60,11 @@ def test_python_clients_consume_transform_produce(txn_broker, tmp_path, lib):
     w = Worker(tmp_path, lib, bs, inp, out, name("g"), name("txn"), len(keys), abort_every=2)
     w.start()
     w.wait_progress(1, 90)
-    w.kill()
+    w.kill()  # client SIGKILL
+    w.start()
+    time.sleep(2)
+    txn_broker.kill()  # broker SIGKILL while the new worker fences the old one and carries on
+    txn_broker.restart()
     w.run_to_completion(180)
     assert_exactly_once(keys, read_all(bs, out, 3, expect=len(keys)))
 
@@ -179,6 +183,15 @@ def test_bad_transaction_requests_get_kafka_error_codes(txn_broker):
                                             "coordinator_epoch": 0}]})
         codes = {t.name: t.partitions[0].error_code for t in r.markers[0].topics}
         assert codes == {topic: E.NONE, "no-such-topic": E.UNKNOWN_TOPIC_OR_PARTITION}
+        # clients cannot write to the coordinator's internal topic
+        from confluent_kafka import Producer
+
+        errors = []
+        prod = Producer({"bootstrap.servers": bs, "log_level": 3, "message.timeout.ms": 10000})
+        prod.produce("__transaction_state", value=b"forged", partition=0,
+                     on_delivery=lambda err, msg: errors.append(err))
+        prod.flush(20)
+        assert errors and errors[0] is not None and errors[0].code() == E.INVALID_TOPIC_EXCEPTION, errors
         # DescribeTransactions of an unknown id
         r = w.request(65, 0, {"transactional_ids": [name("nobody")]})
         assert r.transaction_states[0].error_code in (E.TRANSACTIONAL_ID_NOT_FOUND, E.NOT_COORDINATOR)

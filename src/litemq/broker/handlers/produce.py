@@ -35,7 +35,7 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
     info = runtime.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.num_partitions:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, None
-    if info.internal and topic == "__consumer_offsets":
+    if info.internal:  # __consumer_offsets, __transaction_state: written by the coordinators only
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, "cannot produce to an internal topic"), None, None
     p = runtime.replicas.get(topic, index)
     if p is None:
