@@ -30,7 +30,9 @@ def _create_topic(bootstrap: str, name: str, partitions: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    # The records carry 2023 timestamps (BASE_TS_MS): without retention.ms=-1 the shared
+    # broker's retention pass (every 5 min) may delete them in the middle of a slow read.
+    admin.create_topics([NewTopic(name, partitions, 1, config={"retention.ms": "-1"})])[name].result(timeout=30)
 
 
 # ------------------------------------------------------------------ confluent-kafka
