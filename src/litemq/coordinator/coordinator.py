@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
-from litemq.coordinator.internal_topic import append_committed
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata, now_ms
-from litemq.coordinator.records import (FormatError, GroupKey, OffsetAndMetadata, OffsetKey, decode_group_value,
+from litemq.coordinator.internal_topic import append_committed
+from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_key, decode_offset_value, encode_group_key, encode_group_value,
                                         encode_offset_key, encode_offset_value, partition_for)
 from litemq.protocol.errors import ErrorCode as E

@@ -15,9 +15,9 @@ import asyncio
 import logging
 
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, validate_and_convert
-from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
-from litemq.protocol.records import decode_records, read_batch_header
+from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.records import read_batch_header
 
 log = logging.getLogger(__name__)
 
