@@ -20,11 +20,16 @@ import threading
 import time
 
 MAX_RUN_S = 240
-TXN_WATCHDOG_S = 90
-"""A transaction whose client calls (each with a 60 s timeout) have not finished after this
-ends the process (exit 3) so the supervising test starts a fresh one, as an application's
-supervisor would: seen once with librdkafka 2.16, whose ``send_offsets_to_transaction`` never
-returned after the broker was SIGKILLed and restarted in the middle of the call."""
+SESSION_TIMEOUT_MS = 6000
+"""The broker's group.min.session.timeout.ms: a SIGKILLed worker leaves the group quickly."""
+TXN_CALL_TIMEOUT_S = 20
+TXN_WATCHDOG_S = 45
+"""A transaction whose client calls (each with a ``TXN_CALL_TIMEOUT_S`` timeout) have not
+finished after this ends the process (exit 3) so the supervising test starts a fresh one, as an
+application's supervisor would: with librdkafka 2.16, ``send_offsets_to_transaction`` never
+returns once the broker was SIGKILLed and restarted in the middle of the call (librdkafka
+issues #5511 and #5456: the cached group coordinator is decommissioned and the coordinator
+request's timeout is never checked)."""
 
 
 def _watchdog() -> threading.Timer:
@@ -43,7 +48,8 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
     from confluent_kafka import Consumer, KafkaException, Producer
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 3})
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 3,
+                  "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000})
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 10000,
                   "log_level": 7 if os.environ.get("CTP_DEBUG") else 3, "linger.ms": 5,
                   **({"debug": os.environ["CTP_DEBUG"]} if os.environ.get("CTP_DEBUG") else {})})
@@ -72,20 +78,20 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
                         break
                     except BufferError:
                         p.poll(0.05)
-            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 60)
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), TXN_CALL_TIMEOUT_S)
             if abort_every and n_txn % abort_every == 0:
-                p.abort_transaction(60)
+                p.abort_transaction(TXN_CALL_TIMEOUT_S)
                 _rewind(c)
                 _say("aborted", len(msgs))
                 continue
-            p.commit_transaction(60)
+            p.commit_transaction(TXN_CALL_TIMEOUT_S)
             done += len(msgs)
             _say("committed", len(msgs), done)
         except KafkaException as exc:
             err = exc.args[0]
             _say("txn error", err)
             if err.txn_requires_abort():
-                p.abort_transaction(60)
+                p.abort_transaction(TXN_CALL_TIMEOUT_S)
                 _rewind(c)
             elif err.fatal():
                 raise
@@ -111,7 +117,8 @@ def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
     from kafka.structs import OffsetAndMetadata
 
     c = KafkaConsumer(inp, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", isolation_level="read_committed")
+                      auto_offset_reset="earliest", isolation_level="read_committed",
+                      session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
     p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=10000)
     p.init_transactions()
     n_txn = 0
@@ -148,7 +155,8 @@ async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) ->
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     c = AIOKafkaConsumer(inp, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                         auto_offset_reset="earliest", isolation_level="read_committed")
+                         auto_offset_reset="earliest", isolation_level="read_committed",
+                         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=10000)
     await c.start()
     await p.start()
