@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from litemq import limits
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata, now_ms
-from litemq.coordinator.internal_topic import append_committed
+from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic
 from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_key, decode_offset_value, encode_group_key, encode_group_value,
                                         encode_offset_key, encode_offset_value, partition_for)
@@ -145,23 +145,8 @@ class GroupCoordinator:
     # ================================================================== offsets topic
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted, internal) on first use."""
-        info = self.runtime.metadata.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = info.num_partitions
-            return
-        rf = min(3, self.runtime.live_broker_count())
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}
-        if self.runtime.cluster is not None:
-            self.runtime.cluster.auto_create(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, configs,
-                                             internal=True)
-            raise KafkaError(f"{OFFSETS_TOPIC} is being created", E.COORDINATOR_NOT_AVAILABLE)
-        try:
-            info = self.runtime.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, configs,
-                                             internal=True)
-        except KafkaError as exc:
-            if exc.code != E.TOPIC_ALREADY_EXISTS:
-                raise
-            info = self.runtime.metadata.topics[OFFSETS_TOPIC]
+        info = ensure_internal_topic(self.runtime, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 3,
+                                     OFFSETS_TOPIC_SEGMENT_BYTES)
         self.num_partitions = info.num_partitions
 
     def partition_for(self, group_id: str) -> int:

@@ -50,3 +50,28 @@ async def append_committed(partition, batch: bytes, timeout_s: float, **append_k
     except KafkaError as exc:
         return storage_error_to_coordinator_error(exc.code), -1
     return E.NONE, info.first_offset
+
+
+def ensure_internal_topic(runtime, name: str, num_partitions: int, replication_factor: int, segment_bytes: int):
+    """The :class:`TopicInfo` of internal compacted topic ``name`` (``__consumer_offsets``,
+    ``__transaction_state``), created on first use with ``num_partitions`` partitions and
+    ``min(replication_factor, live brokers)`` replicas.
+
+    Raises:
+        KafkaError(COORDINATOR_NOT_AVAILABLE): in a cluster, while the metadata leader creates
+            it (clients retry); the creation errors of a single broker otherwise.
+    """
+    info = runtime.metadata.topics.get(name)
+    if info is not None:
+        return info
+    rf = min(replication_factor, runtime.live_broker_count())
+    configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+    if runtime.cluster is not None:
+        runtime.cluster.auto_create(name, num_partitions, rf, configs, internal=True)
+        raise KafkaError(f"{name} is being created", E.COORDINATOR_NOT_AVAILABLE)
+    try:
+        return runtime.create_topic(name, num_partitions, rf, configs, internal=True)
+    except KafkaError as exc:
+        if exc.code != E.TOPIC_ALREADY_EXISTS:
+            raise
+        return runtime.metadata.topics[name]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
-from litemq.coordinator.internal_topic import append_committed
+from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.txn_records import (TxnLogValue, TxnState, decode_txn_key, decode_txn_value,
                                             encode_txn_key, encode_txn_value)
@@ -153,25 +153,13 @@ class TransactionCoordinator:
         Raises:
             KafkaError(COORDINATOR_NOT_AVAILABLE): in a cluster, while it is being created.
         """
-        info = self.runtime.metadata.topics.get(TXN_TOPIC)
-        if info is not None:
-            self.num_partitions = info.num_partitions
-            return
-        rf = min(self.config.transaction_state_log_replication_factor, self.runtime.live_broker_count())
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(TXN_TOPIC_SEGMENT_BYTES)}
-        n = self.config.transaction_state_log_num_partitions
-        if self.runtime.cluster is not None:
-            self.runtime.cluster.auto_create(TXN_TOPIC, n, rf, configs, internal=True)
-            raise KafkaError(f"{TXN_TOPIC} is being created", E.COORDINATOR_NOT_AVAILABLE)
-        try:
-            info = self.runtime.create_topic(TXN_TOPIC, n, rf, configs, internal=True)
-        except KafkaError as exc:
-            if exc.code != E.TOPIC_ALREADY_EXISTS:
-                raise
-            info = self.runtime.metadata.topics[TXN_TOPIC]
+        created = TXN_TOPIC not in self.runtime.metadata.topics
+        info = ensure_internal_topic(self.runtime, TXN_TOPIC, self.config.transaction_state_log_num_partitions,
+                                     self.config.transaction_state_log_replication_factor, TXN_TOPIC_SEGMENT_BYTES)
         self.num_partitions = info.num_partitions
-        for i in range(info.num_partitions):
-            self.on_leadership(i, True)
+        if created:  # a single broker leads every partition of the topic it just created
+            for i in range(info.num_partitions):
+                self.on_leadership(i, True)
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
