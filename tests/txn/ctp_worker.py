@@ -59,7 +59,7 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
     n_txn = 0
     deadline = time.monotonic() + MAX_RUN_S
     while time.monotonic() < deadline:
-        msgs = [m for m in c.consume(500, 1.0) if m.error() is None]
+        msgs = [m for m in c.consume(200, 1.0) if m.error() is None]
         if not msgs:
             committed = c.committed(c.assignment(), 10) if c.assignment() else []
             total = sum(max(tp.offset, 0) for tp in committed)

@@ -40,7 +40,7 @@ def test_ck_consume_transform_produce_through_client_and_broker_sigkill(txn_brok
     w.wait_progress(2, 60)
     w.kill()  # client SIGKILL mid-stream: its open transaction is aborted when the next run fences it
     w.start()
-    w.wait_progress(2, 60)
+    w.wait_progress(w.committed_count() + 2, 60)
     txn_broker.kill()  # broker SIGKILL under the transactional load
     txn_broker.restart()
     w.run_to_completion(180)

@@ -116,11 +116,11 @@ class Worker:
         return text[-3000:]
 
     def committed_count(self) -> int:
-        """Transactions this run committed so far (from its progress lines)."""
-        try:
-            return (self.log_dir / f"worker-{self.runs}.log").read_text(errors="replace").count("committed")
-        except FileNotFoundError:
-            return 0
+        """Transactions committed so far by every run (from their progress lines)."""
+        return sum(f.read_text(errors="replace").count("committed") for f in self.log_dir.glob("worker-*.log"))
+
+    def finished(self) -> bool:
+        return self.proc is not None and self.proc.poll() == 0
 
     def run_to_completion(self, timeout_s: float) -> None:
         """Supervise: restart the worker whenever it dies (a fatal client error after a fault
@@ -139,8 +139,9 @@ class Worker:
         raise AssertionError(f"worker did not finish within {timeout_s}s; log tail:\n{self.log_tail()}")
 
     def wait_progress(self, commits: int, timeout_s: float) -> None:
+        """Until ``commits`` transactions were committed in all, or the worker finished the input."""
         deadline = time.monotonic() + timeout_s
-        while self.committed_count() < commits:
+        while self.committed_count() < commits and not self.finished():
             if time.monotonic() > deadline:
                 raise AssertionError(f"worker made no progress; log tail:\n{self.log_tail()}")
             if self.proc is not None and self.proc.poll() is not None:
