@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from litemq import limits
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata, now_ms
-from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic
+from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic, replay_committed
 from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_key, decode_offset_value, encode_group_key, encode_group_value,
                                         encode_offset_key, encode_offset_value, partition_for)
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
-from litemq.protocol.records import CONTROL_COMMIT, build_batch, decode_batch, iter_batches, parse_control_key
+from litemq.protocol.records import CONTROL_COMMIT, build_batch, parse_control_key
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
@@ -51,7 +51,6 @@ OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """Kafka ``GroupCoordinator.NewMemberJoinTimeoutMs``: a brand-new member that never completes a
 join is dropped after this (its session timeout only starts with its first generation)."""
-_LOAD_READ_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -74,13 +73,12 @@ class SyncResult:
     protocol_name: str | None = None
 
 
-def _marker_is_commit(data, pos: int) -> bool:
-    """Whether the control batch at ``pos`` of ``data`` is a COMMIT transaction marker."""
-    recs = decode_batch(data, pos)[1]
-    if not recs:
+def _marker_is_commit(records) -> bool:
+    """Whether a control batch's decoded ``records`` are a COMMIT transaction marker."""
+    if not records:
         return False
     try:
-        return parse_control_key(recs[0].key)[1] == CONTROL_COMMIT
+        return parse_control_key(records[0].key)[1] == CONTROL_COMMIT
     except KafkaError:
         return False
 
@@ -232,49 +230,40 @@ class GroupCoordinator:
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
         # TxnOffsetCommit records of transactions not yet ended: producer id -> group -> tp -> value
         pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
-        pos, hw = p.log_start_offset, p.high_watermark
         bad = 0
-        while pos < hw:
-            data = memoryview(p.log.read_bytes(pos, _LOAD_READ_BYTES, max_offset=hw))
-            if not data:
-                break
-            for bpos, h in iter_batches(data, allow_trailing_partial=True):
-                if h.next_offset <= pos:
+        for h, records in replay_committed(p):
+            if h.is_control:
+                if h.producer_id >= 0:
+                    ended = pending_txn.pop(h.producer_id, {})
+                    if _marker_is_commit(records):
+                        for gid, tps in ended.items():
+                            _merge_txn_offsets(offsets.setdefault(gid, {}), tps)
+                continue
+            txn_pid = h.producer_id if h.is_transactional else -1
+            for rec in records:
+                if rec.key is None:
                     continue
-                if h.is_control:
-                    if h.producer_id >= 0:
-                        ended = pending_txn.pop(h.producer_id, {})
-                        if _marker_is_commit(data, bpos):
-                            for gid, tps in ended.items():
-                                _merge_txn_offsets(offsets.setdefault(gid, {}), tps)
-                    pos = h.next_offset
-                    continue
-                txn_pid = h.producer_id if h.is_transactional else -1
-                for rec in decode_batch(data, bpos)[1]:
-                    if rec.offset < pos or rec.key is None:
-                        continue
-                    try:
-                        key = decode_key(rec.key)
-                        if isinstance(key, OffsetKey):
-                            tp = (key.topic, key.partition)
-                            if txn_pid >= 0:
-                                if rec.value is not None:
-                                    pending_txn.setdefault(txn_pid, {}).setdefault(key.group, {})[tp] = (
-                                        decode_offset_value(rec.value), rec.offset)
-                                continue
-                            per_group = offsets.setdefault(key.group, {})
-                            if rec.value is None:
-                                per_group.pop(tp, None)
-                            else:
-                                per_group[tp] = (decode_offset_value(rec.value), rec.offset)
+                try:
+                    key = decode_key(rec.key)
+                    if isinstance(key, OffsetKey):
+                        tp = (key.topic, key.partition)
+                        if txn_pid >= 0:
+                            if rec.value is not None:
+                                pending_txn.setdefault(txn_pid, {}).setdefault(key.group, {})[tp] = (
+                                    decode_offset_value(rec.value), rec.offset)
+                            continue
+                        per_group = offsets.setdefault(key.group, {})
+                        if rec.value is None:
+                            per_group.pop(tp, None)
                         else:
-                            stored[key.group] = None if rec.value is None else decode_group_value(rec.value)
-                    except FormatError as exc:
-                        bad += 1
-                        if bad <= 3:
-                            log.warning("%s-%d offset %d: skipping undecodable record: %s", OFFSETS_TOPIC, index,
-                                        rec.offset, exc)
-                pos = h.next_offset
+                            per_group[tp] = (decode_offset_value(rec.value), rec.offset)
+                    else:
+                        stored[key.group] = None if rec.value is None else decode_group_value(rec.value)
+                except FormatError as exc:
+                    bad += 1
+                    if bad <= 3:
+                        log.warning("%s-%d offset %d: skipping undecodable record: %s", OFFSETS_TOPIC, index,
+                                    rec.offset, exc)
         loaded = 0
         pending_groups = {gid for per_pid in pending_txn.values() for gid in per_pid}
         for group_id in set(stored) | set(offsets) | pending_groups:
@@ -295,7 +284,7 @@ class GroupCoordinator:
             loaded += 1
         if loaded:
             log.info("loaded %d group(s) from %s-%d (offsets %d..%d)", loaded, OFFSETS_TOPIC, index,
-                     p.log_start_offset, hw)
+                     p.log_start_offset, p.high_watermark)
 
     # ================================================================== timers
     def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:

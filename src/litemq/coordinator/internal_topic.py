@@ -12,8 +12,12 @@ import logging
 
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
+from litemq.protocol.records import decode_batch, iter_batches
 
 log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 1024 * 1024
+"""Bytes read from the log per step when a coordinator replays its internal partition."""
 
 
 def storage_error_to_coordinator_error(code: int) -> int:
@@ -75,3 +79,20 @@ def ensure_internal_topic(runtime, name: str, num_partitions: int, replication_f
         if exc.code != E.TOPIC_ALREADY_EXISTS:
             raise
         return runtime.metadata.topics[name]
+
+
+def replay_committed(partition):
+    """Every batch of ``partition`` from its log start offset to its high watermark, as
+    ``(BatchHeader, records)`` with the batch's records decoded (control batches too), for a
+    coordinator loading its state (Kafka ``GroupMetadataManager.doLoadGroupsAndOffsets``,
+    ``TransactionStateManager.loadTransactionMetadata``). Reads ``LOAD_READ_BYTES`` at a time."""
+    pos, hw = partition.log_start_offset, partition.high_watermark
+    while pos < hw:
+        data = memoryview(partition.log.read_bytes(pos, LOAD_READ_BYTES, max_offset=hw))
+        if not data:
+            break
+        for bpos, h in iter_batches(data, allow_trailing_partial=True):
+            if h.next_offset <= pos:
+                continue
+            yield h, [r for r in decode_batch(data, bpos)[1] if r.offset >= pos]
+            pos = h.next_offset

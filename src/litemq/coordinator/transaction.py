@@ -33,14 +33,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
-from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic
+from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic, replay_committed
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.txn_records import (TxnLogValue, TxnState, decode_txn_key, decode_txn_value,
                                             encode_txn_key, encode_txn_value)
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
-from litemq.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, decode_batch,
-                                     iter_batches)
+from litemq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch
 from litemq.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
@@ -54,7 +53,6 @@ TXN_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767
-_LOAD_READ_BYTES = 1024 * 1024
 _MARKER_RETRY_BACKOFF_S = (0.05, 1.0)
 
 
@@ -206,25 +204,18 @@ class TransactionCoordinator:
         if p is None:
             return
         latest: dict[str, TxnLogValue | None] = {}
-        pos, hw = p.log_start_offset, p.high_watermark
-        while pos < hw:
-            data = memoryview(p.log.read_bytes(pos, _LOAD_READ_BYTES, max_offset=hw))
-            if not data:
-                break
-            for bpos, h in iter_batches(data, allow_trailing_partial=True):
-                if h.next_offset <= pos or h.is_control:
-                    pos = max(pos, h.next_offset)
+        for h, records in replay_committed(p):
+            if h.is_control:
+                continue
+            for rec in records:
+                if rec.key is None:
                     continue
-                for rec in decode_batch(data, bpos)[1]:
-                    if rec.offset < pos or rec.key is None:
-                        continue
-                    try:
-                        tid = decode_txn_key(rec.key)
-                        latest[tid] = None if rec.value is None else decode_txn_value(rec.value)
-                    except FormatError as exc:
-                        log.warning("%s-%d offset %d: skipping undecodable record: %s", TXN_TOPIC, index,
-                                    rec.offset, exc)
-                pos = h.next_offset
+                try:
+                    tid = decode_txn_key(rec.key)
+                    latest[tid] = None if rec.value is None else decode_txn_value(rec.value)
+                except FormatError as exc:
+                    log.warning("%s-%d offset %d: skipping undecodable record: %s", TXN_TOPIC, index,
+                                rec.offset, exc)
         resumed = 0
         for tid, v in latest.items():
             if v is None:
