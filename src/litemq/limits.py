@@ -105,3 +105,14 @@ beyond this answers COORDINATOR_NOT_AVAILABLE."""
 
 MAX_PARTITIONS_PER_TRANSACTION = 100_000
 """Partitions one transaction may span (AddPartitionsToTxn beyond this: INVALID_REQUEST)."""
+
+# ---------------------------------------------------------------- security
+SCRAM_MIN_ITERATIONS = 4096
+SCRAM_MAX_ITERATIONS = 16384
+"""SCRAM iteration bounds (Kafka ``ScramMechanism`` min/max iterations, KIP-554)."""
+MAX_SASL_TOKEN_BYTES = 64 * 1024
+"""Largest SaslAuthenticate auth_bytes accepted (a PLAIN or SCRAM message is < 1 KiB)."""
+MAX_ACLS = 100_000
+"""ACL bindings a cluster stores."""
+MAX_SCRAM_USERS = 100_000
+"""Users with SCRAM credentials a cluster stores."""

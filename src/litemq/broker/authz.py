@@ -1,0 +1,50 @@
+"""Authorization checks for request handlers (Kafka ``AuthHelper``).
+
+Every handler asks :func:`authorize` before acting on a resource. With no authorizer configured
+(``authorizer.class.name`` empty, Kafka's default) every request is allowed.
+
+The identity comes from the connection: ``ctx.connection.principal`` (a
+:class:`~litemq.security.principal.KafkaPrincipal`) and ``ctx.connection.client_host``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from litemq.broker.acl_operations import (AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType,
+                                          authorized_operations as _all_supported)
+from litemq.security.principal import ANONYMOUS
+
+if TYPE_CHECKING:
+    from litemq.broker.server import RequestContext
+
+CLUSTER_RESOURCE_NAME = "kafka-cluster"
+"""The one CLUSTER resource's name in ACLs (Kafka ``Resource.CLUSTER_NAME``)."""
+
+
+def principal_of(ctx: "RequestContext"):
+    return getattr(ctx.connection, "principal", ANONYMOUS)
+
+
+def host_of(ctx: "RequestContext") -> str:
+    return getattr(ctx.connection, "client_host", "127.0.0.1")
+
+
+def authorize(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
+              name: str = CLUSTER_RESOURCE_NAME) -> bool:
+    """True when the connection's principal may perform ``operation`` on the resource."""
+    authorizer = getattr(ctx.runtime, "authorizer", None)
+    if authorizer is None:
+        return True
+    return authorizer.authorize(principal_of(ctx), host_of(ctx), operation, resource_type, name)
+
+
+def authorized_operations(ctx: "RequestContext", resource_type: ResourceType, name: str,
+                          requested: bool = True) -> int:
+    """KIP-430 bitfield of the operations the caller may perform on the resource."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    authorizer = getattr(ctx.runtime, "authorizer", None)
+    if authorizer is None:
+        return _all_supported(resource_type)
+    return authorizer.authorized_operations(principal_of(ctx), host_of(ctx), resource_type, name)
