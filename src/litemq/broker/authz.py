@@ -48,3 +48,23 @@ def authorized_operations(ctx: "RequestContext", resource_type: ResourceType, na
     if authorizer is None:
         return _all_supported(resource_type)
     return authorizer.authorized_operations(principal_of(ctx), host_of(ctx), resource_type, name)
+
+
+def authorize_by_resource_type(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType) -> bool:
+    """True when the principal may perform ``operation`` on at least one resource of the type
+    (Kafka ``Authorizer.authorizeByResourceType``, KIP-679: WRITE on any topic lets a producer be
+    idempotent without IDEMPOTENT_WRITE on the cluster)."""
+    authorizer = getattr(ctx.runtime, "authorizer", None)
+    if authorizer is None:
+        return True
+    return authorizer.authorize_by_resource_type(principal_of(ctx), host_of(ctx), operation, resource_type)
+
+
+def authorized_names(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
+                     names) -> set[str]:
+    """The subset of ``names`` the principal may perform ``operation`` on."""
+    authorizer = getattr(ctx.runtime, "authorizer", None)
+    if authorizer is None:
+        return set(names)
+    principal, host = principal_of(ctx), host_of(ctx)
+    return {n for n in set(names) if authorizer.authorize(principal, host, operation, resource_type, n)}

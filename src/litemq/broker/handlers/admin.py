@@ -4,12 +4,20 @@ DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRec
 Sources: the Kafka message schemas of those APIs (KIP-4 admin, KIP-133 describe/alter configs,
 KIP-195 create partitions, KIP-107 delete records, KIP-339 incremental alter configs,
 KIP-516 topic ids in DeleteTopics v6).
+
+Authorization (Kafka ``KafkaApis``/``AuthHelper``): CreateTopics needs CREATE on the cluster or
+on the topic (and DESCRIBE_CONFIGS on it to see its configs); DeleteTopics and DeleteRecords
+DELETE on the topic; CreatePartitions ALTER on the topic; DescribeConfigs DESCRIBE_CONFIGS and
+(Incremental)AlterConfigs ALTER_CONFIGS on the topic, group, or the cluster for a broker
+resource. Refusals are TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED per entry.
 """
 
 from __future__ import annotations
 
 import logging
 
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.broker import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -35,10 +43,19 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def handle_create_topics(ctx, req) -> dict:
     runtime = ctx.runtime
     out = []
+    names = [t.name for t in req.topics]
+    creatable = set(names) if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER) else authorized_names(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    config_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, creatable)
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if t.name not in creatable:
+            entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                         error_message="Authorization failed.")
+            out.append(entry)
+            continue
         try:
             manual = [(a.partition_index, list(a.broker_ids)) for a in t.assignments or ()]
             if manual and t.replication_factor != -1:
@@ -65,6 +82,9 @@ async def handle_create_topics(ctx, req) -> dict:
                 entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
                                        "is_sensitive": False} for k, v in info.configs.items()])
+                if t.name not in config_visible:
+                    entry.update(configs=None, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                 num_partitions=-1, replication_factor=-1)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
@@ -83,9 +103,11 @@ async def handle_delete_topics(ctx, req) -> dict:
         try:
             if name is None:
                 info = runtime.metadata.topic_by_id(topic_id)
-                if info is None:
+                if info is None or not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
                     raise KafkaError("unknown topic id", ErrorCode.UNKNOWN_TOPIC_ID)
                 name = entry["name"] = info.name
+            if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaError("Authorization failed.", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if not runtime.config.delete_topic_enable:
                 raise KafkaError("delete.topic.enable is false", ErrorCode.TOPIC_DELETION_DISABLED)
             info = runtime.metadata.topics.get(name)
@@ -105,6 +127,8 @@ async def handle_create_partitions(ctx, req) -> dict:
     for t in req.topics:
         entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
+            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                raise KafkaError("Authorization failed.", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             info = runtime.metadata.topics.get(t.name)
             if info is None:
                 raise KafkaError(f"unknown topic {t.name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -185,6 +209,26 @@ def _check_group_alter(r, incremental: bool) -> None:
                      "every group uses the defaults DescribeConfigs shows", ErrorCode.INVALID_REQUEST)
 
 
+_CONFIG_RESOURCE_ACL = {
+    TOPIC_RESOURCE: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    BROKER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    GROUP_RESOURCE: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+}
+"""ConfigResource type -> (ACL resource type checked, error code when refused)."""
+
+
+def _config_access_error(ctx, operation: AclOperation, resource_type: int, resource_name: str) -> int:
+    """NONE, or the *_AUTHORIZATION_FAILED code when ``operation`` on the config resource is refused
+    (a broker resource is checked on the cluster, as Kafka does)."""
+    acl = _CONFIG_RESOURCE_ACL.get(resource_type)
+    if acl is None:
+        return ErrorCode.NONE  # unsupported type: answered INVALID_REQUEST by the caller
+    rtype, code = acl
+    name = resource_name if rtype != ResourceType.CLUSTER else None
+    allowed = authorize(ctx, operation, rtype) if name is None else authorize(ctx, operation, rtype, name)
+    return ErrorCode.NONE if allowed else code
+
+
 def handle_describe_configs(ctx, req) -> dict:
     runtime = ctx.runtime
     results = []
@@ -192,7 +236,10 @@ def handle_describe_configs(ctx, req) -> dict:
         keys = set(r.configuration_keys) if r.configuration_keys else None  # null or empty: all (as Kafka)
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name, "configs": []}
-        if r.resource_type == TOPIC_RESOURCE:
+        denied = _config_access_error(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        if denied:
+            entry.update(error_code=denied, error_message="Authorization failed.")
+        elif r.resource_type == TOPIC_RESOURCE:
             info = runtime.metadata.topics.get(r.resource_name)
             if info is None:
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
@@ -219,6 +266,9 @@ async def _alter(ctx, req, incremental: bool) -> dict:
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": r.resource_type,
                  "resource_name": r.resource_name}
         try:
+            denied = _config_access_error(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+            if denied:
+                raise KafkaError("Authorization failed.", denied)
             if r.resource_type == GROUP_RESOURCE:
                 _check_group_alter(r, incremental)
             if r.resource_type != TOPIC_RESOURCE:
@@ -263,12 +313,15 @@ async def handle_incremental_alter_configs(ctx, req) -> dict:
 def handle_delete_records(ctx, req) -> dict:
     runtime = ctx.runtime
     topics = []
+    deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for dp in t.partitions:
             entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
             p = runtime.replicas.get(t.name, dp.partition_index)
-            if p is None:
+            if t.name not in deletable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if runtime.cluster is not None and t.name in runtime.metadata.topics:
                     entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER

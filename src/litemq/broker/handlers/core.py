@@ -2,12 +2,18 @@
 
 Sources: Kafka message schemas ApiVersionsRequest/Response v0-4 (KIP-511),
 MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700); authorized
-operations (KIP-430) from :mod:`litemq.broker.acl_operations`.
+operations (KIP-430) from :mod:`litemq.broker.authz`.
+
+Authorization (Kafka ``KafkaApis.handleTopicMetadataRequest``): a listing of all topics shows
+only those the caller may DESCRIBE; a named topic the caller may not DESCRIBE, or may not
+CREATE when it would be auto-created, is TOPIC_AUTHORIZATION_FAILED (whether or not it exists).
+DescribeCluster needs DESCRIBE on the cluster (KIP-700).
 """
 
 from __future__ import annotations
 
-from litemq.broker.acl_operations import ResourceType, authorized_operations
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import CLUSTER_RESOURCE_NAME, authorize, authorized_names, authorized_operations
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 
@@ -73,20 +79,34 @@ def handle_metadata(ctx, req) -> dict:
     meta = runtime.metadata
     topics_out = []
     if req.topics is None or (v == 0 and not req.topics):
-        for info in meta.topics.values():
-            topics_out.append(topic_entry(runtime, info))
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, meta.topics)
+        for info in list(meta.topics.values()):
+            if info.name in visible:
+                topics_out.append(topic_entry(runtime, info))
     else:
         allow_create = req.allow_auto_topic_creation if v >= 4 else True
+        may_create_any = None
         for t in req.topics:
             name = t.name
             if name is None:  # v10+: lookup by topic id
                 info = meta.topic_by_id(t.topic_id)
-                if info is None:
-                    topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
-                                       "topic_id": t.topic_id, "partitions": []})
+                if info is None or not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                    code = ErrorCode.UNKNOWN_TOPIC_ID if info is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    topics_out.append({"error_code": code, "name": None, "topic_id": t.topic_id, "partitions": []})
                     continue
             else:
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    topics_out.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                       "partitions": []})
+                    continue
                 info = meta.topics.get(name)
+            if info is None and allow_create and runtime.config.auto_create_topics_enable:
+                if may_create_any is None:
+                    may_create_any = authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER)
+                if not may_create_any and not authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                    topics_out.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                       "partitions": []})
+                    continue
             if info is None and allow_create:
                 try:
                     info = runtime.maybe_auto_create(name)
@@ -103,9 +123,10 @@ def handle_metadata(ctx, req) -> dict:
                 continue
             topics_out.append(topic_entry(runtime, info))
     # KIP-430: v8+ topic, v8-v10 cluster authorized operations, INT32_MIN unless asked for
-    topic_ops = authorized_operations(ResourceType.TOPIC, v >= 8 and req.include_topic_authorized_operations)
+    want_topic_ops = v >= 8 and req.include_topic_authorized_operations
     for t in topics_out:
-        t["topic_authorized_operations"] = topic_ops
+        t["topic_authorized_operations"] = authorized_operations(
+            ctx, ResourceType.TOPIC, t["name"], want_topic_ops and t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
@@ -113,12 +134,18 @@ def handle_metadata(ctx, req) -> dict:
         "controller_id": runtime.controller_id(),
         "topics": topics_out,
         "cluster_authorized_operations": authorized_operations(
-            ResourceType.CLUSTER, 8 <= v <= 10 and req.include_cluster_authorized_operations),
+            ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, 8 <= v <= 10 and req.include_cluster_authorized_operations),
     }
 
 
 def handle_describe_cluster(ctx, req) -> dict:
     runtime = ctx.runtime
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "DESCRIBE on the cluster is not authorized", "endpoint_type": 1,
+                "cluster_id": runtime.metadata.cluster_id, "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER,
+                                                                       CLUSTER_RESOURCE_NAME, False)}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -127,7 +154,7 @@ def handle_describe_cluster(ctx, req) -> dict:
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
         "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
-        "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER,
+        "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME,
                                                                req.include_cluster_authorized_operations),
     }
 

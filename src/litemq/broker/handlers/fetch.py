@@ -8,12 +8,17 @@ OffsetForLeaderEpochRequest/Response v0-4 (KIP-101, KIP-279).
 Fetch returns whole batches as :class:`~litemq.protocol.regions.FileRegion` parts, so the
 connection sends them with sendfile. A fetch that has fewer than ``min_bytes`` waits on the
 partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms``.
+
+Authorization (Kafka ``KafkaApis``): Fetch needs READ on each topic, ListOffsets and
+OffsetForLeaderEpoch need DESCRIBE; a refused topic's partitions answer
+TOPIC_AUTHORIZATION_FAILED (checked before existence).
 """
 
 from __future__ import annotations
 
-
 from litemq import limits
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import authorized_names
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.regions import RecordsParts
 
@@ -28,8 +33,9 @@ def _partition_error(index: int, code: int, p=None) -> dict:
             "aborted_transactions": None, "preferred_read_replica": -1, "records": _EMPTY}
 
 
-def _read_all(runtime, req, v: int, max_bytes: int):
-    """One pass over the requested partitions: (response topics, bytes, error seen, partitions)."""
+def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
+    """One pass over the requested partitions: (response topics, bytes, error seen, partitions).
+    Topics not in ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED."""
     meta = runtime.metadata
     read_committed = v >= 4 and req.isolation_level == 1
     remaining = max_bytes
@@ -47,6 +53,10 @@ def _read_all(runtime, req, v: int, max_bytes: int):
         parts_out = []
         for fp in t.partitions:
             idx = fp.partition
+            if info is not None and name not in readable:
+                parts_out.append(_partition_error(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                error_seen = True
+                continue
             p = runtime.replicas.get(name, idx) if info is not None else None
             if p is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if (v >= 13 and info is None) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -115,20 +125,24 @@ def handle_fetch(ctx, req):
                 "session_id": 0, "responses": []}
     max_bytes = min(req.max_bytes if v >= 3 else limits.MAX_FETCH_RESPONSE_BYTES, limits.MAX_FETCH_RESPONSE_BYTES)
     max_bytes = max(max_bytes, 1)
-    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes)
+    meta = runtime.metadata
+    names = [t.topic for t in req.topics] if v < 13 else [
+        info.name for t in req.topics if (info := meta.topic_by_id(t.topic_id)) is not None]
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
     max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
     if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
         return _body(topics_out)
-    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched)
+    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable)
 
 
-async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched):
+async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable):
     loop = runtime.loop
     deadline = loop.time() + max_wait_ms / 1000
     while True:
         futures = [p.waiter(p.high_watermark + 1) for p in watched]
         await runtime.replicas.wait_any(futures, deadline - loop.time())
-        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes)
+        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
         if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
             return _body(topics_out)
 
@@ -162,13 +176,16 @@ def handle_list_offsets(ctx, req) -> dict:
     runtime = ctx.runtime
     v = ctx.version
     topics_out = []
+    described = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for lp in t.partitions:
             p = runtime.replicas.get(t.name, lp.partition_index)
             entry = {"partition_index": lp.partition_index, "error_code": ErrorCode.NONE,
                      "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            if p is None:
+            if t.name not in described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if runtime.cluster is not None and t.name in runtime.metadata.topics:
                     entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -190,12 +207,15 @@ def handle_list_offsets(ctx, req) -> dict:
 def handle_offset_for_leader_epoch(ctx, req) -> dict:
     runtime = ctx.runtime
     topics_out = []
+    described = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics))
     for t in req.topics:
         parts = []
         for ep in t.partitions:
             p = runtime.replicas.get(t.topic, ep.partition)
             entry = {"error_code": ErrorCode.NONE, "partition": ep.partition, "leader_epoch": -1, "end_offset": -1}
-            if p is None:
+            if t.topic not in described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not p.is_leader:
                 entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER

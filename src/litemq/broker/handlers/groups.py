@@ -11,12 +11,22 @@ OffsetFetch v7+), KIP-709 (multi-group OffsetFetch v8+), KIP-699 (batched FindCo
 KIP-518 (ListGroups states filter v4+), KIP-848 (ListGroups types filter v5: every LiteMQ group
 is ``classic``), KIP-229 (DeleteGroups), KIP-496 (OffsetDelete).
 
-This module only translates versions; all group semantics live in :mod:`litemq.coordinator`.
+This module only translates versions and checks ACLs; all group semantics live in
+:mod:`litemq.coordinator`.
+
+Authorization (Kafka ``KafkaApis``): FindCoordinator needs DESCRIBE on the group (transactional
+id); JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on the group;
+OffsetFetch and DescribeGroups DESCRIBE on it; DeleteGroups and OffsetDelete DELETE on it
+(GROUP_AUTHORIZATION_FAILED otherwise). OffsetCommit and OffsetDelete need READ on each topic
+and OffsetFetch DESCRIBE (TOPIC_AUTHORIZATION_FAILED per partition; a fetch of all offsets
+leaves the topics out). ListGroups lists every group with DESCRIBE on the cluster, else the
+groups the caller may DESCRIBE.
 """
 
 from __future__ import annotations
 
-from litemq.broker.acl_operations import ResourceType, authorized_operations
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import authorize, authorized_names, authorized_operations
 from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from litemq.coordinator.group import GroupState
 from litemq.coordinator.transaction import TXN_TOPIC
@@ -25,8 +35,6 @@ from litemq.protocol.errors import ErrorCode as E
 
 INT32_MIN = -(2**31)
 GROUP_TYPE = "classic"
-_GROUP_OPERATIONS = authorized_operations(ResourceType.GROUP)
-"""KIP-430 bits of a group with no authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS."""
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 
 
@@ -48,8 +56,14 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
         if not key:
             out.update(error_code=E.INVALID_REQUEST, error_message="empty transactional id")
             return out
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            out.update(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            return out
     elif key_type == KEY_TYPE_GROUP:
         coord = _coord(ctx)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            return out
     else:
         out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return out
@@ -95,8 +109,16 @@ def _find_one_in_cluster(runtime, coord, key: str, out: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- JoinGroup / SyncGroup
+def _may_read_group(ctx, group_id: str) -> bool:
+    return authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(ctx, req) -> dict:
     v = ctx.version
+    if not _may_read_group(ctx, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
+                "skip_assignment": False, "member_id": req.member_id, "members": []}
     res = await _coord(ctx).join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, ctx.header.client_id or "",
         _client_host(ctx), req.session_timeout_ms, req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
@@ -111,6 +133,9 @@ async def handle_join_group(ctx, req) -> dict:
 
 async def handle_sync_group(ctx, req) -> dict:
     v = ctx.version
+    if not _may_read_group(ctx, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     res = await _coord(ctx).sync_group(
         req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
@@ -120,6 +145,8 @@ async def handle_sync_group(ctx, req) -> dict:
 
 
 def handle_heartbeat(ctx, req) -> dict:
+    if not _may_read_group(ctx, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED}
     err = _coord(ctx).heartbeat(req.group_id, req.generation_id, req.member_id,
                                 req.group_instance_id if ctx.version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": err}
@@ -127,6 +154,8 @@ def handle_heartbeat(ctx, req) -> dict:
 
 def handle_leave_group(ctx, req) -> dict:
     v = ctx.version
+    if not _may_read_group(ctx, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED, "members": []}
     if v >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
@@ -140,17 +169,32 @@ def handle_leave_group(ctx, req) -> dict:
 
 
 # ---------------------------------------------------------------------- offsets
+def _offset_commit_refused(req, code_of) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code_of(t.name)}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
 async def handle_offset_commit(ctx, req) -> dict:
     v = ctx.version
+    if not _may_read_group(ctx, req.group_id):
+        return _offset_commit_refused(req, lambda _name: E.GROUP_AUTHORIZATION_FAILED)
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
+        if t.name not in readable:
+            continue
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
                 p.commit_timestamp if v == 1 else -1)
-    results = await _coord(ctx).commit_offsets(
+    results = {} if not offsets and req.topics else await _coord(ctx).commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1, req.member_id if v >= 1 else "",
         req.group_instance_id if v >= 7 else None, req.retention_time_ms if 2 <= v <= 4 else -1, offsets)
+    for t in req.topics:
+        if t.name not in readable:
+            for p in t.partitions:
+                results[(t.name, p.partition_index)] = E.TOPIC_AUTHORIZATION_FAILED
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                          "error_code": results.get((t.name, p.partition_index), E.NONE)}
@@ -172,11 +216,19 @@ def _offset_topics(entries, v: int) -> list[dict]:
 
 def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        err = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable)
     if err:
         if v < 2 and wanted:  # v0-1 have no group-level error: put it on every partition
             return err, _offset_topics([(tp, None, err) for tp in wanted], v)
         return err, []
+    visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp[0] for tp, _, _ in entries))
+    if wanted is None:  # all of the group's offsets: leave out the topics the caller may not see
+        entries = [e for e in entries if e[0][0] in visible]
+    else:
+        entries = [e if e[0][0] in visible else (e[0], None, E.TOPIC_AUTHORIZATION_FAILED) for e in entries]
     return E.NONE, _offset_topics(entries, v)
 
 
@@ -200,15 +252,21 @@ def handle_list_groups(ctx, req) -> dict:
     states = {s.lower() for s in req.states_filter} if v >= 4 else set()
     types = {t.lower() for t in req.types_filter} if v >= 5 else set()
     groups = [] if types and GROUP_TYPE not in types else _coord(ctx).list_groups(states)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in visible]
     return {"throttle_time_ms": 0, "error_code": E.NONE,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": g.state.value, "group_type": GROUP_TYPE} for g in groups]}
 
 
 def _describe(ctx, group_id: str, include_ops: bool) -> dict:
-    ops = _GROUP_OPERATIONS if include_ops else INT32_MIN
+    ops = authorized_operations(ctx, ResourceType.GROUP, group_id, include_ops)
     out = {"error_code": E.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
            "protocol_data": "", "members": [], "authorized_operations": ops}
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, group_state="", authorized_operations=INT32_MIN)
+        return out
     err, g = _coord(ctx).describe_group(group_id)
     if err:
         out.update(error_code=err, group_state="")
@@ -232,24 +290,35 @@ def handle_describe_groups(ctx, req) -> dict:
 
 
 async def handle_delete_groups(ctx, req) -> dict:
-    results = await _coord(ctx).delete_groups(list(req.groups_names))
+    names = list(req.groups_names)
+    deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, names)
+    results = await _coord(ctx).delete_groups([g for g in names if g in deletable])
+    results.update({g: E.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable})
     return {"throttle_time_ms": 0,
             "results": [{"group_id": gid, "error_code": results.get(gid, E.NONE)} for gid in req.groups_names]}
 
 
 async def handle_offset_delete(ctx, req) -> dict:
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     topics_meta = ctx.runtime.metadata.topics
-    wanted, unknown = [], []
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    wanted, unknown, refused = [], [], []
     for t in req.topics:
         info = topics_meta.get(t.name)
         for p in t.partitions:
             ok = info is not None and 0 <= p.partition_index < info.num_partitions
-            (wanted if ok else unknown).append((t.name, p.partition_index))
+            if t.name not in readable:
+                refused.append((t.name, p.partition_index))
+            else:
+                (wanted if ok else unknown).append((t.name, p.partition_index))
     err, results = await _coord(ctx).delete_offsets(req.group_id, wanted)
     if err:
         return {"error_code": err, "throttle_time_ms": 0, "topics": []}
     for tp in unknown:
         results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+    for tp in refused:
+        results[tp] = E.TOPIC_AUTHORIZATION_FAILED
     return {"error_code": E.NONE, "throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                          "error_code": results.get((t.name, p.partition_index), E.NONE)}

@@ -7,6 +7,10 @@ A produced records blob is validated from batch headers only and appended as byt
 records are decoded only for compacted topics (every record needs a key, as in Kafka) and for
 topics whose ``compression.type`` is a codec (batches in another codec are recompressed), see
 :mod:`litemq.broker.record_validation`.
+
+Authorization (Kafka ``KafkaApis.handleProduceRequest``): transactional records need WRITE on
+the transactional id (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED, checked before existence).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -62,18 +68,26 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
     return resp, p, ai.last_offset + 1
 
 
+def _refuse_all(req, code: int, message: str | None = None) -> dict:
+    responses = [{"name": t.name, "partition_responses": [_error(pd.index, code, message) for pd in t.partition_data]}
+                 for t in req.topic_data]
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
 def handle_produce(ctx, req):
     runtime = ctx.runtime
     acks = req.acks
     if acks not in (0, 1, -1):
-        responses = [{"name": t.name, "partition_responses": [
-            _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS) for pd in t.partition_data]}
-            for t in req.topic_data]
-        return {"responses": responses, "throttle_time_ms": 0}
+        return _refuse_all(req, ErrorCode.INVALID_REQUIRED_ACKS)
     responses = []
     waits: list[tuple[dict, object, int]] = []
+    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
     for t in req.topic_data:
         parts = []
+        if t.name not in writable:
+            responses.append({"name": t.name, "partition_responses": [
+                _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for pd in t.partition_data]})
+            continue
         for pd in t.partition_data:
             resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks)
             parts.append(resp)
@@ -164,6 +178,9 @@ async def _verify_then_produce(ctx, req, unverified):
 
 def handle_produce_checked(ctx, req):
     """Produce (0): transactional records first pass KIP-890 verification, then :func:`handle_produce`."""
+    if ctx.version >= 3 and req.transactional_id is not None and not authorize(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return None if req.acks == 0 else _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if ctx.version >= 3 and req.transactional_id is not None and req.acks in (1, -1):
         unverified = _unverified_transactional(ctx.runtime, req)
         if unverified:

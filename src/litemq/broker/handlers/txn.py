@@ -9,13 +9,25 @@ idempotent and transactional producers, InitProducerId v3+), KIP-447 (TxnOffsetC
 metadata), KIP-588 (PRODUCER_FENCED), KIP-664 (DescribeProducers, ListTransactions,
 DescribeTransactions), KIP-890 part 1 (AddPartitionsToTxn v4+ batched and ``verify_only``).
 
-This module only translates versions; transaction semantics live in :mod:`litemq.coordinator`.
+This module only translates versions and checks ACLs; transaction semantics live in
+:mod:`litemq.coordinator`.
+
+Authorization (Kafka ``KafkaApis``): InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+and TxnOffsetCommit need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+an idempotent InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic
+(KIP-679; CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn needs WRITE on each topic,
+AddOffsetsToTxn and TxnOffsetCommit READ on the group, TxnOffsetCommit READ on each topic;
+AddPartitionsToTxn v4+ (broker to broker) and WriteTxnMarkers need CLUSTER_ACTION on the
+cluster; DescribeProducers needs READ on the topic; DescribeTransactions DESCRIBE on the
+transactional id, and ListTransactions lists only those.
 """
 
 from __future__ import annotations
 
 import logging
 
+from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.broker.authz import authorize, authorize_by_resource_type, authorized_names
 from litemq.coordinator.coordinator import OFFSETS_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.coordinator.transaction import TransactionCoordinator, write_markers_local
@@ -29,6 +41,11 @@ def _tc(ctx) -> TransactionCoordinator:
     return ctx.runtime.txn_coordinator
 
 
+def _may_write_txn(ctx, transactional_id: str | None) -> bool:
+    return transactional_id is not None and authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                      transactional_id)
+
+
 # ---------------------------------------------------------------------- InitProducerId
 async def handle_init_producer_id(ctx, req) -> dict:
     runtime = ctx.runtime
@@ -40,8 +57,13 @@ async def handle_init_producer_id(ctx, req) -> dict:
         return {"throttle_time_ms": 0, "error_code": err, "producer_id": pid, "producer_epoch": epoch}
 
     if req.transactional_id is not None:
+        if not _may_write_txn(ctx, req.transactional_id):
+            return body(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return body(*await _tc(ctx).init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                                       pid_in, epoch_in))
+    if not (authorize(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return body(E.CLUSTER_AUTHORIZATION_FAILED)
     if pid_in >= 0:
         # KIP-360: an idempotent producer asks for its epoch to be bumped.
         epoch = epoch_in + 1
@@ -75,6 +97,12 @@ async def _add_one(ctx, transactional_id: str, producer_id: int, producer_epoch:
                    verify_only: bool) -> list[dict]:
     """One transaction of AddPartitionsToTxn: per-partition results (Kafka answers one error
     for all, except UNKNOWN_TOPIC_OR_PARTITION with OPERATION_NOT_ATTEMPTED for the others)."""
+    if not _may_write_txn(ctx, transactional_id):
+        return _topic_results(topics, lambda t, i: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+    if len(writable) < len(topics):
+        return _topic_results(topics, lambda t, i: E.OPERATION_NOT_ATTEMPTED if t in writable
+                              else E.TOPIC_AUTHORIZATION_FAILED)
     unknown = _unknown_partitions(ctx.runtime, topics)
     if unknown:
         return _topic_results(topics, lambda t, i: E.UNKNOWN_TOPIC_OR_PARTITION if (t, i) in unknown
@@ -99,6 +127,8 @@ async def handle_add_partitions_to_txn(ctx, req) -> dict:
         results = await _add_one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                  req.v3_and_below_producer_epoch, _topics_of(req.v3_and_below_topics), False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    if not authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []}
     out = []
     for txn in req.transactions:
         results = await _add_one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
@@ -110,6 +140,10 @@ async def handle_add_partitions_to_txn(ctx, req) -> dict:
 # ---------------------------------------------------------------------- AddOffsetsToTxn / EndTxn
 async def handle_add_offsets_to_txn(ctx, req) -> dict:
     coord = ctx.runtime.coordinator
+    if not _may_write_txn(ctx, req.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED}
     if not req.group_id:
         return {"throttle_time_ms": 0, "error_code": E.INVALID_GROUP_ID}
     try:
@@ -122,6 +156,8 @@ async def handle_add_offsets_to_txn(ctx, req) -> dict:
 
 
 async def handle_end_txn(ctx, req) -> dict:
+    if not _may_write_txn(ctx, req.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     err = await _tc(ctx).end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     if err == E.PRODUCER_FENCED and ctx.version < 2:
         err = E.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED exists from EndTxn v2 (KIP-588)
@@ -131,9 +167,10 @@ async def handle_end_txn(ctx, req) -> dict:
 # ---------------------------------------------------------------------- WriteTxnMarkers
 async def handle_write_txn_markers(ctx, req) -> dict:
     out = []
+    allowed = authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for m in req.markers:
         tps = [(t.name, i) for t in m.topics for i in t.partition_indexes]
-        errors = await write_markers_local(ctx.runtime, m.producer_id, m.producer_epoch, m.transaction_result,
+        errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in tps} if not allowed else await write_markers_local(ctx.runtime, m.producer_id, m.producer_epoch, m.transaction_result,
                                            m.coordinator_epoch, tps)
         topics: dict[str, list[dict]] = {}
         for name, i in tps:
@@ -146,15 +183,29 @@ async def handle_write_txn_markers(ctx, req) -> dict:
 # ---------------------------------------------------------------------- TxnOffsetCommit
 async def handle_txn_offset_commit(ctx, req) -> dict:
     v = ctx.version
+    if not _may_write_txn(ctx, req.transactional_id):
+        refused = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        refused = E.GROUP_AUTHORIZATION_FAILED
+    else:
+        refused = E.NONE
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)) \
+        if not refused else set()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
+        if t.name not in readable:
+            continue
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
-    results = await ctx.runtime.coordinator.commit_txn_offsets(
+    results = {} if not offsets else await ctx.runtime.coordinator.commit_txn_offsets(
         req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
         req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
         req.group_instance_id if v >= 3 else None, offsets)
+    for t in req.topics:
+        if t.name not in readable:
+            for p in t.partitions:
+                results[(t.name, p.partition_index)] = refused or E.TOPIC_AUTHORIZATION_FAILED
     if v < 2:
         results = {tp: (E.INVALID_PRODUCER_EPOCH if e == E.PRODUCER_FENCED else e) for tp, e in results.items()}
     return {"throttle_time_ms": 0, "topics": [
@@ -174,6 +225,9 @@ def handle_list_transactions(ctx, req) -> dict:
     duration = req.duration_filter if ctx.version >= 1 else -1
     txns = _tc(ctx).list_transactions(states & known, set(req.producer_id_filters), duration) \
         if not (states and not states & known) else []
+    visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                               (m.transactional_id for m in txns))
+    txns = [m for m in txns if m.transactional_id in visible]
     return {"throttle_time_ms": 0, "error_code": E.NONE, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                                     "transaction_state": m.state.state_name} for m in txns]}
@@ -186,6 +240,8 @@ def handle_describe_transactions(ctx, req) -> dict:
         entry = {"error_code": E.NONE, "transactional_id": tid, "transaction_state": "", "transaction_timeout_ms": 0,
                  "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
         err = tc.coordinator_error(tid)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            err = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         meta = tc.txns.get(tid) if not err else None
         if err:
             entry["error_code"] = err
@@ -203,12 +259,15 @@ def handle_describe_transactions(ctx, req) -> dict:
 def handle_describe_producers(ctx, req) -> dict:
     runtime = ctx.runtime
     topics_out = []
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for i in t.partition_indexes:
             p = runtime.replicas.get(t.name, i)
             entry = {"partition_index": i, "error_code": E.NONE, "error_message": None, "active_producers": []}
-            if p is None:
+            if t.name not in readable:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            elif p is None:
                 entry["error_code"] = (E.NOT_LEADER_OR_FOLLOWER if t.name in runtime.metadata.topics
                                        else E.UNKNOWN_TOPIC_OR_PARTITION)
             elif not p.is_leader:
