@@ -89,6 +89,17 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     request_timeout_ms: int = 30_000
 
+    # authorization (KIP-11 ACLs; litemq.security.authorizer)
+    authorizer_class_name: str = ""
+    """Empty (Kafka's default): no authorizer, every request is allowed and the ACL APIs answer
+    SECURITY_DISABLED. Any non-empty value (e.g. Kafka's
+    ``org.apache.kafka.metadata.authorizer.StandardAuthorizer``) enables LiteMQ's StandardAuthorizer
+    with ACLs stored in the cluster metadata."""
+    super_users: str = ""
+    """``User:admin;User:bob``: principals allowed every operation whatever the ACLs say."""
+    allow_everyone_if_no_acl_found: bool = False
+    """When no ACL matches a resource at all, allow (true) or deny (false, Kafka's default)."""
+
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

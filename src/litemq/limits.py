@@ -116,3 +116,7 @@ MAX_ACLS = 100_000
 """ACL bindings a cluster stores."""
 MAX_SCRAM_USERS = 100_000
 """Users with SCRAM credentials a cluster stores."""
+MAX_SECURITY_RECORD_BYTES = 512 * 1024
+"""Largest metadata record (JSON bytes) one CreateAcls, DeleteAcls or AlterUserScramCredentials
+request may turn into: the metadata log takes batches up to ``message.max.bytes`` (~1 MiB by
+default). A larger request gets INVALID_REQUEST for each of its entries."""

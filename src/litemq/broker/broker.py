@@ -22,6 +22,7 @@ from litemq.cluster.metadata import ClusterMetadata, TopicInfo
 from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.messages import request_spec
+from litemq.security.authorizer import create_authorizer
 from litemq.storage.config import LogConfig
 from litemq.storage.manager import LogManager
 
@@ -41,7 +42,10 @@ class BrokerRuntime:
 
     Attributes:
         config: the :class:`BrokerConfig`.
-        metadata: persisted :class:`ClusterMetadata` (topics, configs, producer ids).
+        metadata: persisted :class:`ClusterMetadata` (topics, configs, producer ids, ACLs, SCRAM
+            credentials); the cluster's ``MetadataImage`` in cluster mode.
+        authorizer: :class:`~litemq.security.authorizer.StandardAuthorizer`, or None when
+            ``authorizer.class.name`` is empty (everything allowed).
         replicas: the :class:`ReplicaManager` of hosted partitions.
         handlers: api_key -> handler(ctx, request) returning a response body (dict/Message),
             a coroutine producing one, or None (acks=0).
@@ -60,6 +64,7 @@ class BrokerRuntime:
             self.metadata = self.cluster.image  # replaced when a snapshot is installed
         else:
             self.metadata = ClusterMetadata(config.data_dir)
+        self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
         self.default_log_config = LogConfig.from_kafka_configs(
             {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
         self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)

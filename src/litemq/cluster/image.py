@@ -9,15 +9,18 @@ caller's business: :meth:`MetadataImage.apply` returns what changed.
 
 Records (``"type"``):
 
-================== ===================================================================
-init               ``cluster_id`` (first leader, once)
-register_broker    ``node_id``, ``host``, ``port`` (advertised listener)
-create_topic       ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
-delete_topic       ``name``
-create_partitions  ``name``, ``assignments`` (of the new partitions)
-set_configs        ``name``, ``configs`` (the whole new set)
-producer_ids       ``node_id``, ``start``, ``count`` (a block, KIP-730 style)
-================== ===================================================================
+======================= ===================================================================
+init                    ``cluster_id`` (first leader, once)
+register_broker         ``node_id``, ``host``, ``port`` (advertised listener)
+create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
+delete_topic            ``name``
+create_partitions       ``name``, ``assignments`` (of the new partitions)
+set_configs             ``name``, ``configs`` (the whole new set)
+producer_ids            ``node_id``, ``start``, ``count`` (a block, KIP-730 style)
+create_acls             ``acls`` (binding rows; see :mod:`litemq.security.records`)
+delete_acls             ``filters`` (every binding matching one is removed)
+alter_scram_credentials ``deletions``, ``upsertions`` (KIP-554)
+======================= ===================================================================
 
 Broker liveness (fencing) is soft state of the metadata leader, not records.
 """
@@ -31,6 +34,8 @@ from dataclasses import dataclass, field
 from litemq import limits
 from litemq.cluster.metadata import TopicInfo, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.security import records as security_records
+from litemq.security.acls import AclStore
 
 __all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record",
            "manual_partition_assignments", "manual_topic_assignments"]
@@ -172,6 +177,8 @@ class MetadataImage:
         brokers: node id -> :class:`BrokerInfo` (registered, live or not).
         topics: name -> :class:`TopicInfo` with ``assignments`` (replica lists per partition).
         next_producer_id: first producer id not handed out in a block yet.
+        acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
+        scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
     """
 
     def __init__(self) -> None:
@@ -180,6 +187,8 @@ class MetadataImage:
         self.topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self.next_producer_id = 0
+        self.acls = AclStore()
+        self.scram_credentials: dict = {}
 
     # ------------------------------------------------------------ queries
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -271,6 +280,13 @@ class MetadataImage:
         self.next_producer_id = start + count
         return ApplyResult()
 
+    def _apply_create_acls(self, rec: dict) -> ApplyResult:
+        security_records.apply(self, rec)
+        return ApplyResult()
+
+    _apply_delete_acls = _apply_create_acls
+    _apply_alter_scram_credentials = _apply_create_acls
+
     # ------------------------------------------------------------ snapshots
     def to_json(self) -> dict:
         return {
@@ -278,6 +294,8 @@ class MetadataImage:
             "next_producer_id": self.next_producer_id,
             "brokers": [[b.node_id, b.host, b.port] for b in self.brokers.values()],
             "topics": [t.to_json() for t in self.topics.values()],
+            "acls": self.acls.to_json(),
+            "scram_credentials": security_records.scram_to_json(self.scram_credentials),
         }
 
     @classmethod
@@ -290,4 +308,6 @@ class MetadataImage:
             info = TopicInfo.from_json(t)
             img.topics[info.name] = info
             img._by_id[info.topic_id] = info
+        img.acls = AclStore.from_json(d.get("acls", []))
+        img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
         return img

@@ -48,6 +48,7 @@ from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
 from litemq.raft import EntryKind, HeartbeatResponse, Ready, Role
+from litemq.security import records as security_records
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
@@ -506,6 +507,7 @@ class ClusterManager:
             return {"retry": True}
         timeout_s = ADMIN_TIMEOUT_MS / 1000
         img = self.image
+        reply = None
         try:
             if action == "init":
                 rec = {"type": "init", "cluster_id": str(args["cluster_id"])}
@@ -540,6 +542,10 @@ class ClusterManager:
             elif action == "producer_ids":
                 rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
                        "count": PRODUCER_ID_BLOCK_SIZE}
+            elif action in security_records.ACTIONS:  # ACLs, SCRAM credentials: per-entry results in reply
+                rec, reply = security_records.plan(img, action, args)
+                if rec is None:
+                    return reply
             else:
                 raise KafkaError(f"unknown admin action {action!r}", ErrorCode.INVALID_REQUEST)
         except KafkaError as exc:
@@ -547,6 +553,8 @@ class ClusterManager:
         res = await self._propose_and_wait(rec, timeout_s)
         if action == "producer_ids" and not res.get("retry") and not res.get("error"):
             res["start"], res["count"] = rec["start"], rec["count"]
+        if reply is not None and not res.get("retry") and not res.get("error"):
+            res.update(reply)
         return res
 
     def _create_topic_record(self, args: dict) -> dict:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.security import records as security_records
+from litemq.security.acls import AclStore
 from litemq.storage.manager import METADATA_DIR_NAME
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,8 @@ class ClusterMetadata:
     Attributes:
         cluster_id: 22-char base64-ish id made once (like Kafka's ``meta.properties``).
         topics: name -> :class:`TopicInfo`.
+        acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
+        scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
     """
 
     def __init__(self, data_dir: Path) -> None:
@@ -91,6 +95,8 @@ class ClusterMetadata:
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.acls = AclStore()
+        self.scram_credentials: dict = {}
         self._next_producer_id = 0
         self._producer_id_limit = 0  # exclusive end of the reserved block
         self._load()
@@ -102,6 +108,8 @@ class ClusterMetadata:
             self.cluster_id = d["cluster_id"]
             self.topics = {t["name"]: TopicInfo.from_json(t) for t in d.get("topics", [])}
             self._by_id = {t.topic_id: t for t in self.topics.values()}
+            self.acls = AclStore.from_json(d.get("acls", []))
+            self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
             # Reserved blocks are not handed out again after a restart (as Kafka's
             # ProducerIdManager): start at the persisted limit.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
@@ -114,6 +122,8 @@ class ClusterMetadata:
             "cluster_id": self.cluster_id,
             "producer_id_limit": self._producer_id_limit,
             "topics": [t.to_json() for t in self.topics.values()],
+            "acls": self.acls.to_json(),
+            "scram_credentials": security_records.scram_to_json(self.scram_credentials),
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -178,3 +188,13 @@ class ClusterMetadata:
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid
+
+    # ------------------------------------------------------------ ACLs, SCRAM credentials
+    def apply_security_record(self, rec: dict) -> None:
+        """Apply a record planned by :func:`litemq.security.records.plan` and persist.
+
+        Raises:
+            KafkaError(INVALID_REQUEST): a bound (``MAX_ACLS``, ``MAX_SCRAM_USERS``) would be exceeded.
+        """
+        security_records.apply(self, rec)
+        self._save()

@@ -15,12 +15,13 @@ if TYPE_CHECKING:
 
 def register_all(runtime: "BrokerRuntime") -> None:
     """Register every API this broker serves, with the version ranges it advertises."""
-    from litemq.broker.handlers import admin, core, fetch, produce
+    from litemq.broker.handlers import admin, core, fetch, produce, security_admin
 
     core.register(runtime)
     produce.register(runtime)
     fetch.register(runtime)
     admin.register(runtime)
+    security_admin.register(runtime)
     try:
         from litemq.broker.handlers import groups
     except ImportError:  # the group coordinator is optional until it lands
