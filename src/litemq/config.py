@@ -89,6 +89,25 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     request_timeout_ms: int = 30_000
 
+    # SASL authentication (KIP-43, KIP-152, KIP-368; litemq.security.sasl). Each may also be set per
+    # listener: listener.name.<listener>.<setting>, the JAAS configs also per mechanism:
+    # listener.name.<listener>.<mechanism lower case>.sasl.jaas.config (Kafka's form).
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    """Mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer. Kafka's default is GSSAPI (Kerberos),
+    which LiteMQ does not implement (nor OAUTHBEARER)."""
+    plain_sasl_jaas_config: str = ""
+    """JAAS config whose ``user_NAME="PASSWORD"`` options are the SASL/PLAIN users of every
+    listener without its own ``listener.name.<listener>.plain.sasl.jaas.config`` (LiteMQ form)."""
+    sasl_jaas_config: str = ""
+    """Fallback JAAS config for PLAIN users when no ``plain.sasl.jaas.config`` applies. Kafka
+    brokers need the listener and mechanism prefix; LiteMQ also takes the bare key."""
+    connections_max_reauth_ms: int = 0
+    """KIP-368: > 0 gives SASL sessions this lifetime (SaslAuthenticate v1+ tells the client),
+    after which a connection must re-authenticate or be closed at its next request; 0 = never."""
+    connection_failed_authentication_delay_ms: int = 100
+    """A failed authentication is answered and its connection closed this long after the failing
+    request (Kafka's default 100 ms; slows password guessing)."""
+
     # authorization (KIP-11 ACLs; litemq.security.authorizer)
     authorizer_class_name: str = ""
     """Empty (Kafka's default): no authorizer, every request is allowed and the ACL APIs answer

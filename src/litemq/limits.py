@@ -112,6 +112,13 @@ SCRAM_MAX_ITERATIONS = 16384
 """SCRAM iteration bounds (Kafka ``ScramMechanism`` min/max iterations, KIP-554)."""
 MAX_SASL_TOKEN_BYTES = 64 * 1024
 """Largest SaslAuthenticate auth_bytes accepted (a PLAIN or SCRAM message is < 1 KiB)."""
+MAX_SASL_RECEIVE_BYTES = 512 * 1024
+"""Largest request frame a connection on a SASL listener may send before it is authenticated
+(or while it re-authenticates); larger closes it (Kafka ``sasl.server.max.receive.size`` default)."""
+SASL_FAILED_AUTHENTICATION_LINGER_MS = 500
+"""A connection whose authentication failed is closed this long after its error response is
+written, so a client reading the response and the close in one go (kafka-python) still sees the
+SASL error; nothing is read from it meanwhile."""
 MAX_ACLS = 100_000
 """ACL bindings a cluster stores."""
 MAX_SCRAM_USERS = 100_000

@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
+from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError
 from litemq.protocol.messages import request_spec
@@ -78,6 +80,11 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._writer_task: asyncio.Task | None = None
         self._pending_parts: deque[Any] = deque()
+        self._held = False
+        self._close_when_flushed = False
+        self._close_linger_s = 0.0
+        self.sasl_session = new_sasl_session(self)
+        """SASL state (litemq.security.sasl.SaslSession) on SASL_PLAINTEXT/SASL_SSL listeners, else None."""
 
     # ------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -106,10 +113,15 @@ class Connection(asyncio.Protocol):
         buf += data
         pos = 0
         n = len(buf)
-        while n - pos >= 4:
+        while n - pos >= 4 and not self._held:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > limits.MAX_REQUEST_FRAME_BYTES:
                 self.abort(f"frame size {size} outside 0..{limits.MAX_REQUEST_FRAME_BYTES}")
+                return
+            if size > limits.MAX_SASL_RECEIVE_BYTES and self.sasl_session is not None \
+                    and not self.sasl_session.authenticated:
+                self.abort(f"Failing SASL authentication due to invalid receive size ({size} bytes before "
+                           f"authentication, limit {limits.MAX_SASL_RECEIVE_BYTES})")
                 return
             if n - pos - 4 < size:
                 break
@@ -130,6 +142,11 @@ class Connection(asyncio.Protocol):
             return
         runtime = self.runtime
         api_key, version = header.api_key, header.api_version
+        if self.sasl_session is not None:
+            refusal = self.sasl_session.refusal(api_key, time.monotonic() * 1000.0)
+            if refusal is not None:  # Kafka: IllegalSaslState / expired session (KIP-368)
+                self.abort(refusal)
+                return
         if api_key == 18 and not runtime.supports(api_key, version):
             # KIP-511: an ApiVersions request of a version we do not know is answered in v0
             # format with UNSUPPORTED_VERSION and our ranges, so the client can retry.
@@ -198,6 +215,7 @@ class Connection(asyncio.Protocol):
         while slots and slots[0].ready:
             self._write_parts(slots.popleft().parts)
         self._update_reading()
+        self._maybe_close_flushed()
 
     # ------------------------------------------------------------ output
     def _write_parts(self, parts: list[Any]) -> None:
@@ -236,17 +254,53 @@ class Connection(asyncio.Protocol):
             self.abort(f"write failed: {exc}")
         finally:
             self._writer_task = None
+            self._maybe_close_flushed()
 
     def _update_reading(self) -> None:
         if self.transport is None or self._closed:
             return
-        should_pause = self._write_paused or len(self._slots) >= limits.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION
+        should_pause = (self._write_paused or self._held
+                        or len(self._slots) >= limits.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION)
         if should_pause and not self._paused_reading:
             self._paused_reading = True
             self.transport.pause_reading()
         elif not should_pause and self._paused_reading:
             self._paused_reading = False
             self.transport.resume_reading()
+
+    # ------------------------------------------------------------ authentication hooks
+    def hold_requests(self) -> None:
+        """Decode no further request until :meth:`release_requests` (a SASL step is running)."""
+        self._held = True
+        self._update_reading()
+
+    def release_requests(self) -> None:
+        """Resume decoding requests, starting with those that arrived while held."""
+        self._held = False
+        self._update_reading()
+        if self._buf and not self._closed:
+            self.data_received(b"")
+
+    def close_after_responses(self, linger_s: float = 0.0) -> None:
+        """Close the connection ``linger_s`` after every pending response is written (failed
+        authentication); nothing more is read from it meanwhile (see :meth:`hold_requests`)."""
+        self._close_when_flushed = True
+        self._close_linger_s = linger_s
+        self._maybe_close_flushed()
+
+    def _maybe_close_flushed(self) -> None:
+        if (self._close_when_flushed and not self._closed and not self._slots and self._writer_task is None
+                and self.transport is not None):
+            self._close_when_flushed = False
+            if self._close_linger_s > 0:
+                self.runtime.loop.call_later(self._close_linger_s, self._close_now)
+            else:
+                self._close_now()
+
+    def _close_now(self) -> None:
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.close()  # writes what is buffered, then closes
 
     def abort(self, reason: str) -> None:
         """Close this connection at once after logging ``reason`` once (bad input)."""

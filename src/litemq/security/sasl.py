@@ -402,6 +402,11 @@ class SaslSession:
         self.successful_authentications = 0
 
     # ------------------------------------------------------------ gating
+    @property
+    def authenticated(self) -> bool:
+        """True between a successful authentication and the start of a re-authentication."""
+        return self.stage is SaslStage.COMPLETE
+
     def session_expired(self, now_ms: float) -> bool:
         return self.session_expiry_ms is not None and now_ms >= self.session_expiry_ms
 

@@ -21,6 +21,9 @@ def register_all(runtime: "BrokerRuntime") -> None:
     produce.register(runtime)
     fetch.register(runtime)
     admin.register(runtime)
+    from litemq.broker.handlers import sasl
+
+    sasl.register(runtime)
     security_admin.register(runtime)
     try:
         from litemq.broker.handlers import groups

@@ -1,0 +1,190 @@
+"""SaslHandshake (17) and SaslAuthenticate (36): SASL authentication of client connections.
+
+Sources: Kafka message schemas SaslHandshakeRequest/Response v0-1 (KIP-43) and
+SaslAuthenticateRequest/Response v0-2 (KIP-152; ``SessionLifetimeMs`` v1+, KIP-368); Kafka 3.9
+``SaslServerAuthenticator``, ``KafkaChannel`` and ``KafkaApis.handleSaslHandshakeRequest``.
+
+- On a SASL_PLAINTEXT or SASL_SSL listener every connection gets a
+  :class:`~litemq.security.sasl.SaslSession` (:func:`new_session`); the connection asks it
+  before dispatching any request (``SaslSession.refusal``) and closes on a refusal.
+- SaslHandshake v1 only: v0 switches the connection to raw, unframed SASL tokens, which no
+  client LiteMQ supports needs (librdkafka, the Java client, kafka-python and aiokafka use v1
+  and SaslAuthenticate when the broker offers it). It is not advertised.
+- A failed handshake (UNSUPPORTED_SASL_MECHANISM) or authentication (SASL_AUTHENTICATION_FAILED)
+  is answered ``connection.failed.authentication.delay.ms`` after the request, then the
+  connection closes (Kafka ``Selector`` delayed close) ``limits.SASL_FAILED_AUTHENTICATION_LINGER_MS``
+  after the answer is written (kafka-python drops a response that arrives together with the
+  close). Frames after the failing one are not read.
+- On PLAINTEXT/SSL listeners, and on an authenticated connection that cannot re-authenticate
+  now, both APIs answer ILLEGAL_SASL_STATE and the connection stays open (Kafka ``KafkaApis``).
+- Token evaluation (PBKDF2 for PLAIN against SCRAM users) runs in the broker's thread pool; the
+  connection reads no further request until it is done, as Kafka's channel is not ready while
+  its authenticator runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from litemq import limits
+from litemq.protocol.errors import ErrorCode
+from litemq.security.sasl import (PLAIN, SaslAuthenticationException, SaslCredentialsError, SaslSession,
+                                  SaslStage, lookup_scram, make_authenticator, parse_mechanisms,
+                                  plain_users_from_jaas)
+
+if TYPE_CHECKING:
+    from litemq.broker.server import Connection
+
+log = logging.getLogger(__name__)
+
+SASL_SECURITY_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+_AUTHENTICATE_AFTER_SUCCESS = "SaslAuthenticate request received after successful authentication"
+"""Kafka ``KafkaApis.handleSaslAuthenticateRequest`` message (also sent on non-SASL listeners)."""
+
+
+def now_ms() -> float:
+    """Monotonic milliseconds: SASL session expiry must not follow wall-clock jumps."""
+    return time.monotonic() * 1000.0
+
+
+# ------------------------------------------------------------------ per-listener settings
+def _setting(config, listener: str | None, key: str) -> str:
+    """``listener.name.<listener>.<key>`` when set, else the broker-wide ``key``."""
+    getter = getattr(config, "listener_setting", None)
+    if getter is not None:
+        return getter(listener, key)
+    value = getattr(config, key.replace(".", "_").replace("-", "_"))
+    return "" if value is None else str(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _mechanisms(text: str) -> tuple[str, ...]:
+    return tuple(parse_mechanisms(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_users(text: str) -> dict[str, str]:
+    return plain_users_from_jaas(text)
+
+
+def enabled_mechanisms(config, listener: str | None) -> tuple[str, ...]:
+    """The listener's ``sasl.enabled.mechanisms``. Raises ValueError for an unsupported one."""
+    return _mechanisms(_setting(config, listener, "sasl.enabled.mechanisms"))
+
+
+def plain_users(config, listener: str | None) -> dict[str, str]:
+    """SASL/PLAIN users (name -> password) of a listener, from the first JAAS config set among
+    ``listener.name.<l>.plain.sasl.jaas.config``, ``plain.sasl.jaas.config``,
+    ``listener.name.<l>.sasl.jaas.config``, ``sasl.jaas.config``. Raises ValueError when it is
+    malformed or not a PlainLoginModule."""
+    for key in ("plain.sasl.jaas.config", "sasl.jaas.config"):
+        text = _setting(config, listener, key)
+        if text.strip():
+            return _plain_users(text)
+    return {}
+
+
+def validate(config) -> None:
+    """Check the SASL settings of every SASL_PLAINTEXT/SASL_SSL listener.
+
+    Raises:
+        ValueError: an unsupported mechanism, a malformed JAAS config, a negative
+            ``connections.max.reauth.ms`` or ``connection.failed.authentication.delay.ms``.
+    """
+    specs = getattr(config, "listener_specs", None)
+    listeners = [s.name for s in specs() if s.security_protocol in SASL_SECURITY_PROTOCOLS] if specs else []
+    for listener in listeners:
+        where = f" (listener {listener})"
+        try:
+            mechanisms = enabled_mechanisms(config, listener)
+            if PLAIN in mechanisms:
+                plain_users(config, listener)
+        except ValueError as exc:
+            raise ValueError(f"{exc}{where}") from None
+    if config.connections_max_reauth_ms < 0:
+        raise ValueError("connections.max.reauth.ms must be >= 0")
+    if config.connection_failed_authentication_delay_ms < 0:
+        raise ValueError("connection.failed.authentication.delay.ms must be >= 0")
+
+
+def new_session(conn: "Connection") -> SaslSession | None:
+    """The SASL state of a new connection: a :class:`SaslSession` on a SASL_PLAINTEXT/SASL_SSL
+    listener, None on PLAINTEXT/SSL ones (``conn.security_protocol``, default PLAINTEXT)."""
+    if getattr(conn, "security_protocol", "PLAINTEXT") not in SASL_SECURITY_PROTOCOLS:
+        return None
+    runtime = conn.runtime
+    config = runtime.config
+    listener = getattr(conn, "listener_name", None)
+
+    def authenticator(mechanism: str):
+        users = plain_users(config, listener) if mechanism == PLAIN else {}
+        return make_authenticator(mechanism, users, functools.partial(lookup_scram, runtime))
+
+    return SaslSession(list(enabled_mechanisms(config, listener)), config.connections_max_reauth_ms, authenticator)
+
+
+# ------------------------------------------------------------------ handlers
+async def _fail(ctx, body: dict) -> dict:
+    """Answer ``body`` after the failed-authentication delay, then close the connection (the
+    caller has called ``hold_requests``: nothing after the failing request is read)."""
+    conn = ctx.connection
+    await asyncio.sleep(ctx.runtime.config.connection_failed_authentication_delay_ms / 1000.0)
+    conn.close_after_responses(limits.SASL_FAILED_AUTHENTICATION_LINGER_MS / 1000.0)
+    return body
+
+
+def handle_sasl_handshake(ctx, req):
+    session: SaslSession | None = getattr(ctx.connection, "sasl_session", None)
+    now = now_ms()
+    if session is None or (session.stage is SaslStage.COMPLETE and not session.can_reauthenticate(now)):
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+    if session.handshake(req.mechanism, now):
+        return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled_mechanisms}
+    log.info("Failed %s with %s (Unsupported SASL mechanism %r)", session.authentication_text,
+             ctx.connection.peer, req.mechanism[:64])
+    ctx.connection.hold_requests()
+    return _fail(ctx, {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled_mechanisms})
+
+
+def handle_sasl_authenticate(ctx, req):
+    session: SaslSession | None = getattr(ctx.connection, "sasl_session", None)
+    if session is None or session.stage is not SaslStage.AUTHENTICATE:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": _AUTHENTICATE_AFTER_SUCCESS,
+                "auth_bytes": b""}
+    # Read no further request until this step is decided (synchronously: the coroutine below
+    # only starts on the next loop turn, after the connection has parsed what it buffered).
+    ctx.connection.hold_requests()
+    return _authenticate(ctx, session, bytes(req.auth_bytes))
+
+
+async def _authenticate(ctx, session: SaslSession, token: bytes) -> dict:
+    conn, runtime = ctx.connection, ctx.runtime
+    try:
+        out = await runtime.loop.run_in_executor(runtime.executor, session.evaluate, token)
+    except (SaslAuthenticationException, SaslCredentialsError) as exc:
+        log.info("Failed %s with %s (%s)", session.authentication_text, conn.peer, exc)
+        return await _fail(ctx, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                 "error_message": session.failure_message(exc), "auth_bytes": b""})
+    body = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out}
+    if session.exchange_complete:
+        what = session.authentication_text
+        lifetime_ms = session.finish(now_ms())
+        conn.principal = session.principal
+        if ctx.version >= 1:
+            body["session_lifetime_ms"] = lifetime_ms
+        log.debug("Successful %s of %s with %s from %s; session lifetime %d ms", what, session.principal,
+                  session.mechanism, conn.peer, lifetime_ms)
+    conn.release_requests()
+    return body
+
+
+def register(runtime) -> None:
+    """Serve SaslHandshake v1 and SaslAuthenticate v0-2; check the SASL settings first."""
+    validate(runtime.config)
+    runtime.register(17, handle_sasl_handshake, min_version=1)
+    runtime.register(36, handle_sasl_authenticate)
