@@ -11,14 +11,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litemq.broker.acl_operations import SUPPORTED_OPERATIONS, AclOperation, ResourceType, to_bitfield
+from litemq.broker.acl_operations import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    to_bitfield,
+)
 from litemq.cluster.image import MetadataImage
 from litemq.cluster.metadata import ClusterMetadata
 from litemq.protocol.errors import ErrorCode
 from litemq.security import records
-from litemq.security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType
+from litemq.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclPermissionType,
+    PatternType,
+)
 from litemq.security.authorizer import StandardAuthorizer, parse_super_users
-from litemq.security.credentials import SCRAM_MECHANISMS, salted_password, verify_password
+from litemq.security.credentials import (
+    SCRAM_MECHANISMS,
+    salted_password,
+    verify_password,
+)
 from litemq.security.principal import KafkaPrincipal
 
 O, R, P, A = AclOperation, ResourceType, PatternType, AclPermissionType

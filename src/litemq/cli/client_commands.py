@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from litemq.cli.client_config import client_config, command_config_option
 from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError, _parse_kv
 
 console = Console()
@@ -22,15 +23,17 @@ CLIENT_TIMEOUT_S = 10.0
 
 
 def bootstrap_option(f):
-    return click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-                        envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")(f)
+    """``-b/--bootstrap-server`` and ``--command-config`` (client security settings)."""
+    return command_config_option(click.option(
+        "-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+        envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")(f))
 
 
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000})
     try:
+        admin = AdminClient(client_config(bootstrap, {"socket.connection.setup.timeout.ms": 5000}))
         admin.list_topics(timeout=CLIENT_TIMEOUT_S)
     except Exception as exc:
         raise CliError(f"cannot reach a broker at {bootstrap}: {_reason(exc)}") from None
@@ -98,8 +101,8 @@ def topic_describe(name, bootstrap) -> None:
     t = md.topics.get(name)
     if t is None or t.error is not None:
         raise CliError(f"unknown topic {name!r}")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"litemq-cli-{uuid.uuid4()}",
-                         "enable.auto.commit": False})
+    consumer = Consumer(client_config(bootstrap, {"group.id": f"litemq-cli-{uuid.uuid4()}",
+                                                  "enable.auto.commit": False}))
     table = Table("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG START", "HIGH WATERMARK")
     try:
         for pid in sorted(t.partitions):
@@ -173,8 +176,8 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
         else:
             delivered += 1
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": acks == "all",
-                         "compression.type": compression, "linger.ms": 5})
+    producer = Producer(client_config(bootstrap, {"acks": acks, "enable.idempotence": acks == "all",
+                                                  "compression.type": compression, "linger.ms": 5}))
     hdrs = list(_parse_kv(headers, "--header").items()) or None
     stream = path.open("rb") if path else sys.stdin.buffer
     try:
@@ -267,8 +270,8 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
     t = md.topics.get(topic_name)
     if t is None or t.error is not None or not t.partitions:
         raise CliError(f"unknown topic {topic_name!r}")
-    conf = {"bootstrap.servers": bootstrap, "enable.partition.eof": False,
-            "auto.offset.reset": "earliest" if from_beginning else "latest"}
+    conf = client_config(bootstrap, {"enable.partition.eof": False,
+                                     "auto.offset.reset": "earliest" if from_beginning else "latest"})
     if group:
         conf.update({"group.id": group, "enable.auto.commit": True})
     else:

@@ -22,11 +22,15 @@ ResourcePatternFilter}``, ``org.apache.kafka.controller.AclControlManager.valida
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable, Iterator
 
-from litemq.broker.acl_operations import SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from litemq.broker.acl_operations import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+)
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.principal import KafkaPrincipal
 
@@ -82,7 +86,7 @@ class AclBinding:
         return _to_row(self)
 
     @classmethod
-    def from_row(cls, row) -> "AclBinding":
+    def from_row(cls, row) -> AclBinding:
         """Inverse of :meth:`to_row`; unknown codes become UNKNOWN (then :func:`validate_binding` fails).
 
         Raises:
@@ -156,7 +160,7 @@ class AclBindingFilter:
         return _to_row(self)
 
     @classmethod
-    def from_row(cls, row) -> "AclBindingFilter":
+    def from_row(cls, row) -> AclBindingFilter:
         """Raises ValueError: not 7 items, or a non-null string field that is not a string."""
         return cls(*_from_row(row, "ACL filter", nullable=True))
 
@@ -309,7 +313,7 @@ class AclStore:
         return [b.to_row() for b in self._all]
 
     @classmethod
-    def from_json(cls, rows: Iterable) -> "AclStore":
+    def from_json(cls, rows: Iterable) -> AclStore:
         store = cls()
         for row in rows or ():
             store.add(AclBinding.from_row(row))

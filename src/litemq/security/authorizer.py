@@ -23,11 +23,24 @@ so an ACL change applies to the next request. Lookups are indexed
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from litemq.broker.acl_operations import SUPPORTED_OPERATIONS, AclOperation, ResourceType, to_bitfield
-from litemq.security.acls import (WILDCARD_HOST, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE, AclBinding,
-                                  AclBindingFilter, AclPermissionType, AclStore, PatternType)
+from litemq.broker.acl_operations import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    to_bitfield,
+)
+from litemq.security.acls import (
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AclBinding,
+    AclBindingFilter,
+    AclPermissionType,
+    AclStore,
+    PatternType,
+)
 
 _ALL = AclOperation.ALL
 _DENY = AclPermissionType.DENY

@@ -33,9 +33,19 @@ from __future__ import annotations
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.security.acls import UNKNOWN_CODE, AclBinding, AclBindingFilter, AclStore, validate_binding
-from litemq.security.credentials import (MECHANISM_BY_CODE, SCRAM_MECHANISMS, ScramCredential,
-                                         credential_from_salted_password)
+from litemq.security.acls import (
+    UNKNOWN_CODE,
+    AclBinding,
+    AclBindingFilter,
+    AclStore,
+    validate_binding,
+)
+from litemq.security.credentials import (
+    MECHANISM_BY_CODE,
+    SCRAM_MECHANISMS,
+    ScramCredential,
+    credential_from_salted_password,
+)
 
 ACTIONS = frozenset({"create_acls", "delete_acls", "alter_scram_credentials"})
 """Metadata actions (and record types) this module plans and applies."""
@@ -50,8 +60,9 @@ def _record_size_ok(rec: dict) -> bool:
 
 
 def _too_large(n: int) -> list:
-    return [[int(ErrorCode.INVALID_REQUEST), f"the request's metadata record would exceed "
-             f"{limits.MAX_SECURITY_RECORD_BYTES} bytes; send fewer entries per request"]] * n
+    msg = (f"the request's metadata record would exceed {limits.MAX_SECURITY_RECORD_BYTES} bytes; "
+           "send fewer entries per request")
+    return [[int(ErrorCode.INVALID_REQUEST), msg]] * n
 
 
 # ================================================================== planning (leader / single broker)
