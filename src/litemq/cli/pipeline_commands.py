@@ -125,8 +125,19 @@ def pipeline():
     """The log analytics job (PySpark Structured Streaming over format('litemq'))."""
 
 
-def _run_job(bootstrap, patterns, output, once, engine, max_offsets, interval):
-    from litemq.pipeline.job import run_pipeline
+def _spark_conf(pairs) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options (as spark-submit's) -> dict; a pair without ``=`` is a usage error."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
+        conf[key.strip()] = value
+    return conf
+
+
+def _run_job(bootstrap, patterns, output, once, engine, max_offsets, interval, master=None, spark_conf=None):
+    from litemq.pipeline.job import get_spark, run_pipeline
 
     stop = threading.Event()
     try:  # SIGTERM/Ctrl-C stop between micro-batches (the Spark engine installs its own handlers)
@@ -141,7 +152,10 @@ def _run_job(bootstrap, patterns, output, once, engine, max_offsets, interval):
                       f"{counts.get('templates', 0)} template rows, {counts.get('alerts', 0)} alerts[/]")
 
     try:
-        res = run_pipeline(bootstrap, list(patterns), output, once=once, engine=engine, stop=stop,
+        spark = None
+        if engine == "spark" and (master or spark_conf):
+            spark = get_spark(master=master, conf=spark_conf)
+        res = run_pipeline(bootstrap, list(patterns), output, once=once, engine=engine, stop=stop, spark=spark,
                            max_offsets_per_trigger=max_offsets, trigger_interval_s=interval, on_batch=on_batch)
     except KeyboardInterrupt:
         raise CliError("interrupted; rerun the same command to resume from the checkpoint") from None
@@ -161,7 +175,7 @@ def _report(output):
 @pipeline.command("run")
 @click.argument("patterns", nargs=-1, required=True, metavar="TOPIC_PATTERN...")
 @click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-              envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")
+              envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker, or a comma-separated list.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory: parquet aggregates, alerts, checkpoint, report.")
 @click.option("--once", is_flag=True, help="Stop when caught up (Trigger.AvailableNow).")
@@ -170,12 +184,20 @@ def _report(output):
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Records per micro-batch at most.")
 @click.option("--trigger-interval", type=float, default=5.0, show_default=True, help="Seconds between micro-batches.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
-def pipeline_run(patterns, bootstrap, output, once, engine, max_offsets_per_trigger, trigger_interval, no_report):
+@click.option("--master", default=None, envvar="LITEMQ_SPARK_MASTER", metavar="URL",
+              help="Spark master URL, as spark-submit's: local[2] (default), spark://HOST:7077 (standalone).")
+@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=1g.")
+def pipeline_run(patterns, bootstrap, output, once, engine, max_offsets_per_trigger, trigger_interval, no_report,
+                 master, spark_conf):
     """Run the job on topics matching TOPIC_PATTERN (Java regexes, like subscribePattern), e.g. 'logs\\..*'.
 
-    Continuous until Ctrl-C (a rerun resumes from the checkpoint in OUTPUT), or --once.
+    Continuous until Ctrl-C (a rerun resumes from the checkpoint in OUTPUT), or --once. With
+    --master spark://HOST:PORT the job runs on a Spark standalone cluster; give -b every broker
+    (HOST:PORT,HOST:PORT,...) and an --output path every Spark worker sees.
     """
-    res = _run_job(bootstrap, patterns, output, once, engine, max_offsets_per_trigger, trigger_interval)
+    res = _run_job(bootstrap, patterns, output, once, engine, max_offsets_per_trigger, trigger_interval, master,
+                   _spark_conf(spark_conf))
     err.print(f"{res.batches} micro-batches in {res.elapsed_s:.1f} s"
               + (" (stopped; rerun to resume)" if res.stopped_by_user else ""))
     if not no_report:

@@ -73,15 +73,32 @@ def connector_available() -> bool:
 _SPARK = None
 
 
-def get_spark(app_name: str = "litemq-pipeline", master: str | None = None, shuffle_partitions: int = 2):
-    """The process-wide SparkSession for the job (created once; tests share it)."""
+def get_spark(app_name: str = "litemq-pipeline", master: str | None = None, shuffle_partitions: int = 2,
+              conf: dict[str, str] | None = None):
+    """The process-wide SparkSession for the job (created once; tests share it).
+
+    Args:
+        master: Spark master URL (``local[2]``, ``spark://host:7077``, ...); default
+            ``LITEMQ_SPARK_MASTER`` or ``local[2]``.
+        conf: Spark settings by Spark's names, applied over the job's defaults (as
+            ``spark-submit --conf``).
+
+    The executors' Python workers run this process's interpreter (``spark.pyspark.python`` and
+    ``PYSPARK_PYTHON`` default to ``sys.executable``), so on a standalone cluster of this machine
+    they import the same installed ``litemq`` (the connector's reader and the job's state
+    function are unpickled there).
+    """
     global _SPARK
+    import sys
+
     from pyspark.sql import SparkSession
 
     if _SPARK is not None and _SPARK._jsc is not None and not _SPARK._jsc.sc().isStopped():
         return _SPARK
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = (SparkSession.builder.appName(app_name)
          .master(master or os.environ.get("LITEMQ_SPARK_MASTER", "local[2]"))
+         .config("spark.pyspark.python", python)
          .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.ui.enabled", "false")
@@ -92,6 +109,8 @@ def get_spark(app_name: str = "litemq-pipeline", master: str | None = None, shuf
          .config("spark.ui.showConsoleProgress", "false")
          # pyspark's own pandas concat in applyInPandasWithState warns about all-NA columns
          .config("spark.executorEnv.PYTHONWARNINGS", "ignore::FutureWarning"))
+    for key, value in (conf or {}).items():
+        b = b.config(key, value)
     _SPARK = b.getOrCreate()
     _SPARK.sparkContext.setLogLevel("ERROR")
     return _SPARK
@@ -145,7 +164,7 @@ def run_pipeline(bootstrap: str, patterns: list[str], out_dir: str | Path, *, on
 
     ``on_batch(batch_id, counts)`` is called after each micro-batch's sinks are written.
     """
-    out = Path(out_dir)
+    out = Path(out_dir).absolute()   # the checkpoint path must mean the same on every executor
     out.mkdir(parents=True, exist_ok=True)
     sinks = Sinks(out, bootstrap, produce=produce)
     res = JobResult(out_dir=out, engine=engine)
