@@ -20,6 +20,16 @@ from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError, _parse_kv
 
 console = Console()
 CLIENT_TIMEOUT_S = 10.0
+CONNECT_GIVE_UP_S = 4.0
+"""A client command gives up this long after its start when every bootstrap broker refuses the
+connection or cannot be resolved (librdkafka keeps retrying forever; a broker that is not
+running is the common case), with one line instead of librdkafka's retry log."""
+QUIET_LOG_LEVEL = 0
+"""librdkafka ``log_level`` of the CLI's clients (syslog levels, 0 = emergencies only): its
+connection-retry log lines would bury the one-line error; a ``--command-config`` file may set
+``log_level`` (or ``debug``) to see them."""
+_CONNECT_ERRORS = ("_TRANSPORT", "_RESOLVE", "_ALL_BROKERS_DOWN")
+_FATAL_CONNECT_ERRORS = ("_AUTHENTICATION", "_SSL")
 
 
 def bootstrap_option(f):
@@ -29,15 +39,61 @@ def bootstrap_option(f):
         envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")(f))
 
 
+def _quiet(conf: dict) -> dict:
+    """``conf`` with librdkafka's log silenced unless the command-config file sets a level."""
+    conf.setdefault("log_level", QUIET_LOG_LEVEL)
+    return conf
+
+
 def _admin(bootstrap: str):
+    """An AdminClient that has fetched metadata from a broker of ``bootstrap``.
+
+    Raises:
+        CliError: one line, ``cannot reach a broker at HOST:PORT (reason)``: after
+            :data:`CONNECT_GIVE_UP_S` when every connection attempt is refused or the host does
+            not resolve, at once on an authentication or TLS failure, else after
+            :data:`CLIENT_TIMEOUT_S`.
+    """
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    errors: list = []
     try:
-        admin = AdminClient(client_config(bootstrap, {"socket.connection.setup.timeout.ms": 5000}))
-        admin.list_topics(timeout=CLIENT_TIMEOUT_S)
-    except Exception as exc:
-        raise CliError(f"cannot reach a broker at {bootstrap}: {_reason(exc)}") from None
-    return admin
+        admin = AdminClient(_quiet(client_config(bootstrap, {"socket.connection.setup.timeout.ms": 5000,
+                                                             "error_cb": errors.append})))
+    except (KafkaException, ValueError, TypeError) as exc:  # a bad client setting
+        raise CliError(f"bad client configuration: {_reason(exc)}") from None
+    start = time.monotonic()
+    last: BaseException | None = None
+    while True:
+        try:
+            admin.list_topics(timeout=0.5)
+            return admin
+        except KafkaException as exc:
+            last = exc
+        admin.poll(0)  # serves error_cb
+        names = {e.name() for e in errors}
+        elapsed = time.monotonic() - start
+        if names & set(_FATAL_CONNECT_ERRORS) or elapsed >= CLIENT_TIMEOUT_S or (
+                names and names <= set(_CONNECT_ERRORS) and elapsed >= CONNECT_GIVE_UP_S):
+            raise CliError(f"cannot reach a broker at {bootstrap} ({_connect_reason(errors, last)})")
+        if not (names <= set(_CONNECT_ERRORS)):
+            errors.clear()  # keep waiting on anything else (a broker still starting) until the timeout
+
+
+def _connect_reason(errors: list, last: BaseException | None) -> str:
+    """Short reason from librdkafka's errors: ``connection refused``, ``cannot resolve host``, ..."""
+    for err in reversed(errors):
+        if err.name() in _FATAL_CONNECT_ERRORS:
+            return err.str()
+    for err in reversed(errors):
+        if err.name() == "_RESOLVE":
+            return "cannot resolve host"
+        if err.name() == "_TRANSPORT":
+            text = err.str()
+            detail = text.split("failed: ", 1)[-1].split(" (after ", 1)[0]
+            return detail[:1].lower() + detail[1:]
+    return _reason(last) if last is not None else "no answer"
 
 
 def _reason(exc: BaseException) -> str:
@@ -101,8 +157,8 @@ def topic_describe(name, bootstrap) -> None:
     t = md.topics.get(name)
     if t is None or t.error is not None:
         raise CliError(f"unknown topic {name!r}")
-    consumer = Consumer(client_config(bootstrap, {"group.id": f"litemq-cli-{uuid.uuid4()}",
-                                                  "enable.auto.commit": False}))
+    consumer = Consumer(_quiet(client_config(bootstrap, {"group.id": f"litemq-cli-{uuid.uuid4()}",
+                                                         "enable.auto.commit": False})))
     table = Table("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG START", "HIGH WATERMARK")
     try:
         for pid in sorted(t.partitions):
@@ -176,8 +232,8 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
         else:
             delivered += 1
 
-    producer = Producer(client_config(bootstrap, {"acks": acks, "enable.idempotence": acks == "all",
-                                                  "compression.type": compression, "linger.ms": 5}))
+    producer = Producer(_quiet(client_config(bootstrap, {"acks": acks, "enable.idempotence": acks == "all",
+                                                         "compression.type": compression, "linger.ms": 5})))
     hdrs = list(_parse_kv(headers, "--header").items()) or None
     stream = path.open("rb") if path else sys.stdin.buffer
     try:
@@ -270,8 +326,8 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
     t = md.topics.get(topic_name)
     if t is None or t.error is not None or not t.partitions:
         raise CliError(f"unknown topic {topic_name!r}")
-    conf = client_config(bootstrap, {"enable.partition.eof": False,
-                                     "auto.offset.reset": "earliest" if from_beginning else "latest"})
+    conf = _quiet(client_config(bootstrap, {"enable.partition.eof": False,
+                                            "auto.offset.reset": "earliest" if from_beginning else "latest"}))
     if group:
         conf.update({"group.id": group, "enable.auto.commit": True})
     else:

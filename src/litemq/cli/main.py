@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from litemq.config import DEFAULT_LISTEN, BrokerConfig, parse_host_port
 
@@ -26,7 +27,8 @@ class CliError(click.ClickException):
     """A readable failure: printed as ``error: message``, exit status 1."""
 
     def show(self, file=None) -> None:
-        err_console.print(f"[bold red]error:[/] {self.message}")
+        # one line whatever the terminal width (soft_wrap); the message is text, not markup
+        err_console.print(f"[bold red]error:[/] {escape(self.message)}", soft_wrap=True)
 
 
 def _parse_kv(pairs: tuple[str, ...], what: str) -> dict[str, str]:
