@@ -14,6 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from litemq.limits import MAX_PARTITIONS_PER_TOPIC, RAFT_MAX_VOTERS
+
 DEFAULT_PORT = 9092
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 
@@ -178,7 +180,12 @@ class BrokerConfig:
             key = raw_key.strip()
             value = str(raw_value).strip()
             if key in _ALIASES:
-                _ALIASES[key](self, value)
+                try:
+                    _ALIASES[key](self, value)
+                except ValueError:
+                    raise ValueError(f"bad value for {key}: {value!r} (expected an integer)") from None
+                for attr in _ALIAS_TARGETS.get(key, ()):
+                    _check_bound(attr, getattr(self, attr), key, value)
                 continue
             attr = key.replace(".", "_").replace("-", "_")
             if attr in ("extra",) or attr not in _FIELD_TYPES:
@@ -187,6 +194,7 @@ class BrokerConfig:
                 setattr(self, attr, _convert(_FIELD_TYPES[attr], value))
             except ValueError as exc:
                 raise ValueError(f"bad value for {key}: {value!r} ({exc})") from None
+            _check_bound(attr, getattr(self, attr), key, value)
 
     @classmethod
     def from_sources(
@@ -202,6 +210,7 @@ class BrokerConfig:
             if v is not None:
                 setattr(cfg, k, v)
         cfg.data_dir = Path(cfg.data_dir)
+        check_bounds(cfg)
         return cfg
 
 
@@ -222,10 +231,96 @@ def _convert(kind: str, value: str):
 
 _FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(BrokerConfig)}
 
+SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
+    # Kafka name: (least, most) allowed value, inclusive; None = no bound. Kafka's own ConfigDef
+    # validators (KafkaConfig, ServerLogConfigs, GroupCoordinatorConfig, TransactionLogConfigs in
+    # 3.9) where it has one; LiteMQ's where Kafka has none but the value would break the broker
+    # (0 partitions: a produce hangs; a 0 interval spins). The log.* ones equal the matching
+    # topic config's bounds in litemq.storage.config.LogConfig (a test checks they agree).
+    "node.id": (0, None),
+    "listen.port": (0, 65535),
+    "advertised.port": (1, 65535),
+    "rpc.listen.port": (0, 65535),
+    "num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
+    "default.replication.factor": (1, RAFT_MAX_VOTERS),
+    "message.max.bytes": (0, None),
+    "min.insync.replicas": (1, None),
+    "log.segment.bytes": (14, None),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "log.roll.ms": (1, None),
+    "log.retention.ms": (-1, None),  # -1: no time limit
+    "log.retention.bytes": (-1, None),  # -1: no size limit
+    "log.flush.interval.messages": (1, None),
+    "log.flush.interval.ms": (0, None),
+    "log.index.interval.bytes": (0, None),
+    "log.segment.index.bytes": (32, None),
+    "log.retention.check.interval.ms": (1, None),
+    "log.cleaner.backoff.ms": (0, None),
+    "offsets.topic.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
+    "offsets.retention.minutes": (1, None),
+    "group.min.session.timeout.ms": (0, None),
+    "group.max.session.timeout.ms": (0, None),
+    "group.initial.rebalance.delay.ms": (0, None),
+    "offsets.retention.check.interval.ms": (1, None),
+    "offsets.commit.timeout.ms": (1, None),
+    "offset.metadata.max.bytes": (0, None),
+    "broker.heartbeat.interval.ms": (1, None),
+    "broker.session.timeout.ms": (1, None),
+    "raft.tick.ms": (1, None),
+    "raft.election.timeout.ms": (1, None),
+    "metadata.snapshot.interval.entries": (1, None),
+    "leader.imbalance.check.interval.ms": (1, None),
+    "transactional.id.expiration.ms": (1, None),
+    "transaction.state.log.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
+    "transaction.state.log.replication.factor": (1, RAFT_MAX_VOTERS),
+    "transaction.max.timeout.ms": (1, None),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (1, None),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (1, None),
+    "request.timeout.ms": (1, None),
+    "connections.max.reauth.ms": (0, None),
+    "connection.failed.authentication.delay.ms": (0, None),
+}
+"""Allowed range of every numeric broker setting, by Kafka name."""
+_BOUNDS_BY_ATTR = {name.replace(".", "_"): (name, bounds) for name, bounds in SETTING_BOUNDS.items()}
+_ALIAS_TARGETS = {"log.retention.hours": ("log_retention_ms",), "log.retention.minutes": ("log_retention_ms",),
+                  "log.roll.hours": ("log_roll_ms",), "broker.id": ("node_id",)}
+"""Aliases whose value lands in a bounded setting (checked with the name the user typed)."""
+
+
+def _check_bound(attr: str, value, typed_key: str | None = None, typed_value: str | None = None) -> None:
+    """Raise ValueError (Kafka's wording, naming ``typed_key`` or the Kafka name) when ``value``
+    of setting ``attr`` is outside :data:`SETTING_BOUNDS`; None (unset optional) always passes."""
+    entry = _BOUNDS_BY_ATTR.get(attr)
+    if entry is None or value is None or isinstance(value, bool):
+        return
+    name, (lo, hi) = entry
+    if (lo is None or value >= lo) and (hi is None or value <= hi):
+        return
+    if lo is not None and hi is not None:
+        rule = f"value must be between {lo} and {hi}"
+    elif lo is not None:
+        rule = f"value must be at least {lo}"
+    else:
+        rule = f"value must be at most {hi}"
+    shown = typed_value if typed_value is not None else value
+    raise ValueError(f"invalid value {shown} for configuration {typed_key or name}: {rule}")
+
+
+def check_bounds(cfg: BrokerConfig) -> None:
+    """Check every numeric setting of ``cfg`` against :data:`SETTING_BOUNDS` (for values set
+    as attributes, e.g. ``litemq.Broker(num_partitions=0)`` or ``serve --num-partitions``).
+
+    Raises:
+        ValueError: ``invalid value V for configuration NAME: value must be ...`` (the first).
+    """
+    for attr in _BOUNDS_BY_ATTR:
+        _check_bound(attr, getattr(cfg, attr))
+
 
 def _set_hours(attr: str, factor: int):
     def setter(cfg: BrokerConfig, value: str) -> None:
-        setattr(cfg, attr, int(value) * factor)
+        n = int(value)
+        # Kafka (KafkaConfig.logRetentionTimeMillis): a negative retention means no limit (-1)
+        setattr(cfg, attr, -1 if n < 0 and attr == "log_retention_ms" else n * factor)
 
     return setter
 

@@ -61,3 +61,71 @@ def test_bootstrap_server_variable_is_used(shared_broker):
     r = subprocess.run([sys.executable, "-m", "litemq.cli", "topic", "list"], capture_output=True, env=env,
                        timeout=60)
     assert r.returncode == 0 and b"nu-env" in r.stdout, r
+
+
+def _litemq(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "litemq.cli", *args], capture_output=True, env=env,
+                          timeout=timeout)
+
+
+def _one_error_line(r: subprocess.CompletedProcess, expected: str) -> None:
+    assert r.returncode == 1, r
+    assert r.stderr.decode().splitlines() == [f"error: {expected}"], r.stderr
+    assert b"Traceback" not in r.stdout + r.stderr
+
+
+def test_serve_bad_numeric_settings_are_one_line_naming_the_setting(tmp_path):
+    cases = {"message.max.bytes=-5": "invalid value -5 for configuration message.max.bytes: value must be at least 0",
+             "log.segment.bytes=0": "invalid value 0 for configuration log.segment.bytes: value must be at least 14",
+             "num.partitions=0": "invalid value 0 for configuration num.partitions: value must be between 1 and "
+                                 "10000",
+             "log.roll.hours=0": "invalid value 0 for configuration log.roll.hours: value must be at least 1",
+             "num.partitions=x": "bad value for num.partitions: 'x' (invalid literal for int() with base 10: 'x')"}
+    procs = {o: _start(["serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", "-o", o])
+             for o in cases}
+    for o, p in procs.items():
+        out, err = p.communicate(timeout=60)
+        _one_error_line(subprocess.CompletedProcess(p.args, p.returncode, out, err), cases[o])
+    r = _litemq("serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", "--num-partitions", "0")
+    _one_error_line(r, cases["num.partitions=0"])
+    assert not (tmp_path / "d").exists()  # refused before anything was created
+
+
+def test_cluster_start_checks_settings_before_starting_brokers(tmp_path):
+    r = _litemq("cluster", "start", "-n", "1", "--base-port", "9092", "--data-dir", str(tmp_path / "c"),
+                "-o", "message.max.bytes=-5")
+    _one_error_line(r, "invalid value -5 for configuration message.max.bytes: value must be at least 0")
+    assert not (tmp_path / "c").exists()
+
+
+def test_embedded_broker_bad_setting_is_a_value_error_naming_it(tmp_path):
+    import pytest
+
+    import litemq
+
+    with pytest.raises(ValueError, match="^invalid value 0 for configuration log.segment.bytes: "):
+        litemq.Broker(data_dir=tmp_path, log_segment_bytes=0)
+    with pytest.raises(ValueError, match="^invalid value 0 for configuration num.partitions: "):
+        litemq.Broker(data_dir=tmp_path, num_partitions=0)
+
+
+def test_log_setting_bounds_equal_the_topic_config_bounds():
+    """Each log.* broker default feeds a topic config (LogConfig): their lower bounds agree, so
+    a value the broker accepts never fails later under the topic config's name."""
+    from litemq.config import SETTING_BOUNDS, BrokerConfig
+    from litemq.storage.config import LogConfig
+
+    topic_name = {"log.segment.bytes": "segment.bytes", "log.roll.ms": "segment.ms",
+                  "log.retention.ms": "retention.ms", "log.retention.bytes": "retention.bytes",
+                  "log.flush.interval.messages": "flush.messages", "log.flush.interval.ms": "flush.ms",
+                  "log.index.interval.bytes": "index.interval.bytes",
+                  "log.segment.index.bytes": "segment.index.bytes", "message.max.bytes": "max.message.bytes"}
+    for broker_name, topic in topic_name.items():
+        lo = SETTING_BOUNDS[broker_name][0]
+        defaults = BrokerConfig.from_sources(overrides={broker_name: str(lo)}).log_config_defaults()
+        assert LogConfig.from_kafka_configs({topic: defaults[topic]}).to_kafka_configs()[topic] == str(lo)
+        try:
+            LogConfig.from_kafka_configs({topic: str(lo - 1)})
+        except ValueError:
+            continue
+        raise AssertionError(f"{topic}={lo - 1} accepted but {broker_name} refuses it")

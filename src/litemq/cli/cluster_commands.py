@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from litemq.cli.main import CliError, _parse_kv
+from litemq.config import BrokerConfig
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
 
 STATE_FILE = "cluster.json"
@@ -128,6 +129,10 @@ def cluster() -> None:
 def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
     """Start N brokers in the background and wait until the cluster is ready."""
     settings = _parse_kv(overrides, "--override")
+    try:
+        BrokerConfig.from_sources(overrides=settings)  # a bad -o fails here, not in N broker logs
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     data_dir = data_dir.resolve()
     if (data_dir / STATE_FILE).exists():
         old = _load_state(data_dir)

@@ -97,7 +97,10 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
     if voters and cfg.node_id not in voters:
         raise CliError(f"--node-id {cfg.node_id} is not one of the --peers {sorted(voters)}")
     if num_partitions is not None:
-        cfg.num_partitions = num_partitions
+        try:
+            cfg.apply({"num.partitions": str(num_partitions)})  # checked against its bounds
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     if auto_create_topics is not None:
         cfg.auto_create_topics_enable = auto_create_topics
     try:
