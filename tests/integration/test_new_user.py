@@ -74,6 +74,35 @@ def _one_error_line(r: subprocess.CompletedProcess, expected: str) -> None:
     assert b"Traceback" not in r.stdout + r.stderr
 
 
+def test_cluster_stop_then_start_at_once_on_the_same_ports(tmp_path):
+    """Connections the stopped brokers closed linger in TIME-WAIT on their ports; that is not
+    "in use" (every listener binds with SO_REUSEADDR), so a restart on the same ports works."""
+    import socket
+
+    from litemq.testing.cluster import HOST, free_base_port
+
+    base = free_base_port(1)
+    data = str(tmp_path / "c")
+    start = ["cluster", "start", "-n", "1", "--base-port", str(base), "--data-dir", data, "--timeout", "30"]
+    r = _litemq(*start)
+    assert r.returncode == 0, r.stderr
+    try:
+        # idle connections to both listeners: the broker closes them when it stops (TIME-WAIT there)
+        conns = [socket.create_connection((HOST, port)) for port in (base, base + 100)]
+        r = _litemq("cluster", "stop", "--data-dir", data)
+        assert r.returncode == 0, r.stderr
+        for c in conns:
+            assert c.recv(1) == b""  # closed by the broker first
+            c.close()
+        t0 = time.monotonic()
+        r = _litemq(*start)
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert b"cluster ready" in r.stdout
+        assert time.monotonic() - t0 < 30
+    finally:
+        _litemq("cluster", "stop", "--data-dir", data)
+
+
 def test_serve_bad_numeric_settings_are_one_line_naming_the_setting(tmp_path):
     cases = {"message.max.bytes=-5": "invalid value -5 for configuration message.max.bytes: value must be at least 0",
              "log.segment.bytes=0": "invalid value 0 for configuration log.segment.bytes: value must be at least 14",

@@ -56,8 +56,13 @@ def cluster_args(node_id: int, rpc_ports: dict[int, int], host: str = HOST) -> l
 
 
 def port_is_free(port: int, host: str = HOST) -> bool:
-    """True when ``host:port`` can be bound right now."""
+    """True when a listener could bind ``host:port`` right now.
+
+    The probe sets SO_REUSEADDR, as every LiteMQ listener does (asyncio's ``create_server``), so
+    connections of a stopped broker lingering in TIME-WAIT do not count as "in use"; a socket
+    listening on the port does (Linux refuses that bind even with SO_REUSEADDR)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
