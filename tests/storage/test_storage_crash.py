@@ -201,3 +201,21 @@ def test_disk_full_raises_storage_error_and_log_survives(tiny_tmpfs):
     log.close()
     log = PartitionLog.open(d, cfg)
     assert offsets(log.read_bytes(0, 10**9)) == list(range(leo + 4))
+
+
+def test_new_log_is_created_not_recovered(tmp_path, caplog):
+    """A brand-new partition has nothing to recover: it is logged as created, never as
+    "recovered ... (unclean shutdown)"; a crash of a log with data still is a recovery."""
+    caplog.set_level("INFO", logger="litemq.storage.log")
+    log = PartitionLog.open(tmp_path / "p-0", CFG)
+    assert [r.getMessage() for r in caplog.records] == [f"created log {tmp_path / 'p-0'} at offset 0"]
+    log.append(batch(3), leader_epoch=1)
+    log.flush()
+    caplog.clear()
+    reopened = PartitionLog.open(tmp_path / "p-0", CFG)  # no close(): as after a crash
+    messages = " | ".join(r.getMessage() for r in caplog.records)
+    assert "unclean shutdown" in messages and reopened.log_end_offset == 3, messages
+    reopened.close()
+    caplog.clear()
+    PartitionLog.open(tmp_path / "p-0", CFG).close()
+    assert "(clean shutdown)" in caplog.records[0].getMessage()

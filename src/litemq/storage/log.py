@@ -252,7 +252,8 @@ class PartitionLog:
         bad_txn_index = self._check_txn_indexes(names, set(bases))
         segments = [LogSegment(d, b, self._config) for b in bases]
         start = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-        if not segments:
+        fresh = not segments  # a new log (or one with no segment left): nothing to recover
+        if fresh:
             first = start or 0
             segments = [LogSegment.create(d, first, self._config)]
             self._dir_dirty = True
@@ -262,7 +263,7 @@ class PartitionLog:
         if recovery_point is None:
             recovery_point = self.log_start_offset if clean else 0
 
-        recover_from = None if clean else recovery_point
+        recover_from = None if clean or fresh else recovery_point
         if bad_txn_index is not None:
             recover_from = bad_txn_index if recover_from is None else min(recover_from, bad_txn_index)
         if recover_from is not None:
@@ -282,7 +283,7 @@ class PartitionLog:
             leo = self.log_start_offset
             recover_from = None
         self._leo = leo
-        if clean:
+        if clean or fresh:
             recovery_point = leo
         self._flushed = self._checkpointed_recovery_point = min(recovery_point, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
@@ -296,8 +297,11 @@ class PartitionLog:
         if clean:
             os.unlink(marker)
             fsync_dir(d)
-        log.info("loaded log %s: start %d, end %d, %d segments (%s shutdown)", d, self.log_start_offset,
-                 leo, len(self._segments), "clean" if clean else "unclean")
+        if fresh and not clean:
+            log.info("created log %s at offset %d", d, leo)
+        else:
+            log.info("loaded log %s: start %d, end %d, %d segments (%s shutdown)", d, self.log_start_offset,
+                     leo, len(self._segments), "clean" if clean else "unclean")
 
     def _complete_swaps(self) -> None:
         """Finish or roll back an interrupted compaction swap (Kafka ``LogLoader``):
