@@ -379,14 +379,15 @@ class SaslSession:
 
     Args:
         enabled_mechanisms: the listener's ``sasl.enabled.mechanisms``.
-        max_reauth_ms: ``connections.max.reauth.ms``; > 0 gives sessions that long, after which
-            the client must re-authenticate on the same connection (0 = sessions never expire).
+        max_reauth_ms: ``connections.max.reauth.ms``, one value or one per mechanism (Kafka
+            ``connectionsMaxReauthMsByMechanism``); > 0 gives sessions that long, after which the
+            client must re-authenticate on the same connection (0 = sessions never expire).
         make_authenticator: mechanism -> a fresh :class:`Authenticator`.
 
     Times (``now_ms``) are monotonic milliseconds supplied by the caller.
     """
 
-    def __init__(self, enabled_mechanisms: list[str], max_reauth_ms: int,
+    def __init__(self, enabled_mechanisms: list[str], max_reauth_ms: int | Mapping[str, int],
                  make_authenticator: Callable[[str], Authenticator]) -> None:
         self.enabled_mechanisms = list(enabled_mechanisms)
         self.max_reauth_ms = max_reauth_ms
@@ -519,9 +520,11 @@ class SaslSession:
         self.stage = SaslStage.COMPLETE
         self.reauthenticating = False
         self.successful_authentications += 1
-        if self.max_reauth_ms > 0:
-            self.session_expiry_ms = now_ms + self.max_reauth_ms
-            return self.max_reauth_ms
+        max_reauth_ms = self.max_reauth_ms if isinstance(self.max_reauth_ms, int) \
+            else self.max_reauth_ms.get(self.mechanism, 0)
+        if max_reauth_ms > 0:
+            self.session_expiry_ms = now_ms + max_reauth_ms
+            return max_reauth_ms
         self.session_expiry_ms = None
         return 0
 

@@ -89,6 +89,17 @@ def plain_users(config, listener: str | None) -> dict[str, str]:
     return {}
 
 
+def max_reauth_ms(config, listener: str | None, mechanism: str) -> int:
+    """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the first set among
+    ``listener.name.<l>.<mechanism lower case>.connections.max.reauth.ms``,
+    ``listener.name.<l>.connections.max.reauth.ms`` and the broker-wide value (Kafka)."""
+    own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
+    value = own.get(f"{mechanism.lower()}.connections.max.reauth.ms")
+    if value is None:
+        value = _setting(config, listener, "connections.max.reauth.ms")
+    return int(value)
+
+
 def validate(config) -> None:
     """Check the SASL settings of every SASL_PLAINTEXT/SASL_SSL listener.
 
@@ -104,6 +115,8 @@ def validate(config) -> None:
             mechanisms = enabled_mechanisms(config, listener)
             if PLAIN in mechanisms:
                 plain_users(config, listener)
+            if any(max_reauth_ms(config, listener, m) < 0 for m in mechanisms):
+                raise ValueError("connections.max.reauth.ms must be >= 0")
         except ValueError as exc:
             raise ValueError(f"{exc}{where}") from None
     if config.connections_max_reauth_ms < 0:
@@ -125,7 +138,8 @@ def new_session(conn: "Connection") -> SaslSession | None:
         users = plain_users(config, listener) if mechanism == PLAIN else {}
         return make_authenticator(mechanism, users, functools.partial(lookup_scram, runtime))
 
-    return SaslSession(list(enabled_mechanisms(config, listener)), config.connections_max_reauth_ms, authenticator)
+    mechanisms = enabled_mechanisms(config, listener)
+    return SaslSession(list(mechanisms), {m: max_reauth_ms(config, listener, m) for m in mechanisms}, authenticator)
 
 
 # ------------------------------------------------------------------ handlers
