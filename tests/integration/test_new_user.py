@@ -158,3 +158,22 @@ def test_log_setting_bounds_equal_the_topic_config_bounds():
         except ValueError:
             continue
         raise AssertionError(f"{topic}={lo - 1} accepted but {broker_name} refuses it")
+
+
+def test_topic_describe_names_config_sources(tmp_path):
+    """Config sources by Kafka's names, as kafka-configs.sh prints them: a topic override is
+    DYNAMIC_TOPIC_CONFIG, a value from the broker's own settings STATIC_BROKER_CONFIG, the rest
+    DEFAULT_CONFIG (confluent-kafka hands the CLI bare numbers)."""
+    from litemq.testing.process import BrokerProcess
+
+    with BrokerProcess(tmp_path / "d", overrides={"log.retention.ms": "1000000"}) as broker:
+        b = ["-b", broker.bootstrap_servers]
+        assert _litemq("topic", "create", "nu-src", "-c", "segment.bytes=100000", *b).returncode == 0
+        r = _litemq("topic", "describe", "nu-src", *b)
+    assert r.returncode == 0, r.stderr
+    rows = {cells[0]: cells[1:] for cells in (
+        [c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.decode().splitlines() if "│" in line)
+        if len(cells) == 3}
+    assert rows["segment.bytes"] == ["100000", "DYNAMIC_TOPIC_CONFIG"]
+    assert rows["retention.ms"] == ["1000000", "STATIC_BROKER_CONFIG"]
+    assert rows["cleanup.policy"] == ["delete", "DEFAULT_CONFIG"]

@@ -175,8 +175,20 @@ def topic_describe(name, bootstrap) -> None:
     ctable = Table("CONFIG", "VALUE", "SOURCE")
     for key in sorted(configs):
         entry = configs[key]
-        ctable.add_row(key, str(entry.value), str(entry.source).split(".")[-1])
+        ctable.add_row(key, str(entry.value), config_source_name(entry.source))
     console.print(ctable)
+
+
+def config_source_name(source) -> str:
+    """Kafka's name of a DescribeConfigs ``config_source`` (``DYNAMIC_TOPIC_CONFIG``,
+    ``STATIC_BROKER_CONFIG``, ``DEFAULT_CONFIG``, ... as ``kafka-configs.sh`` prints them);
+    confluent-kafka hands it over as a number or a ``ConfigSource``. Unknown codes stay numbers."""
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(getattr(source, "value", source)).name
+    except ValueError:
+        return str(getattr(source, "value", source))
 
 
 @topic.command("delete")

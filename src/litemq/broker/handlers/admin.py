@@ -20,6 +20,7 @@ from litemq.broker.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.broker import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
+from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -153,13 +154,22 @@ def _topic_config_entries(runtime, info, keys, v: int) -> list[dict]:
     defaults = dict(runtime.default_log_config.to_kafka_configs())
     defaults.update(BROKER_TOPIC_CONFIGS)
     defaults["min.insync.replicas"] = str(runtime.config.min_insync_replicas)
+    # Kafka: a topic config without an override whose broker setting (log.retention.ms, ...) was
+    # set in the broker's configuration reports STATIC_BROKER_CONFIG, else DEFAULT_CONFIG
+    from_broker = runtime.config.log_config_defaults()
+    stock = BrokerConfig().log_config_defaults()
     entries = []
     for name in sorted(defaults):
         if keys is not None and name not in keys:
             continue
         dynamic = name in info.configs
         value = info.configs[name] if dynamic else defaults[name]
-        source = SOURCE_DYNAMIC_TOPIC if dynamic else SOURCE_DEFAULT
+        if dynamic:
+            source = SOURCE_DYNAMIC_TOPIC
+        elif name in from_broker and from_broker[name] != stock.get(name):
+            source = SOURCE_STATIC_BROKER
+        else:
+            source = SOURCE_DEFAULT
         entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic,
                         "config_source": source, "is_sensitive": False, "synonyms": [],
                         "config_type": 0, "documentation": None})
