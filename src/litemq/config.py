@@ -11,13 +11,43 @@ Hard bounds that protect the process are in :mod:`litemq.limits`, not here.
 from __future__ import annotations
 
 import dataclasses
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litemq.limits import MAX_PARTITIONS_PER_TOPIC, RAFT_MAX_VOTERS
+from litemq.limits import MAX_LISTENERS_PER_BROKER, MAX_PARTITIONS_PER_TOPIC, RAFT_MAX_VOTERS
 
 DEFAULT_PORT = 9092
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocols (``org.apache.kafka.common.security.auth.SecurityProtocol``)."""
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+"""Security protocols whose connections are TLS."""
+DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+SSL_CLIENT_AUTH_VALUES = ("none", "requested", "required")
+LISTENER_PREFIX = "listener.name."
+"""Per-listener settings: ``listener.name.<listener name, lower case>.<setting>`` (Kafka)."""
+
+_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+"""Kafka's ``EndPoint`` URI pattern: ``NAME://host:port`` (``[v6addr]`` allowed, empty host = all)."""
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    """One ``listeners`` (or ``advertised.listeners``) entry, Kafka's ``EndPoint``.
+
+    ``name`` is upper case (Kafka normalises listener names), ``host`` may be ``""`` (bind every
+    interface), ``port`` 0 means an ephemeral port picked at bind time, ``security_protocol`` is
+    one of :data:`SECURITY_PROTOCOLS` (from ``listener.security.protocol.map``).
+    """
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
 
 
 @dataclass
@@ -121,12 +151,198 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     """When no ACL matches a resource at all, allow (true) or deny (false, Kafka's default)."""
 
+    # listeners and TLS (Kafka names; docs/security.md). Empty ``listeners``: one PLAINTEXT
+    # listener on listen_host:listen_port (``--listen``), advertised as advertised_host/port.
+    listeners: str = ""
+    """``NAME://host:port,...`` (port 0 = ephemeral, empty host = every interface)."""
+    advertised_listeners: str = ""
+    """Same format; what clients are told (per listener). Empty = ``listeners``."""
+    listener_security_protocol_map: str = DEFAULT_SECURITY_PROTOCOL_MAP
+    """``NAME:PROTOCOL,...``: the security protocol of each listener name."""
+    inter_broker_listener_name: str = ""
+    """The listener whose security settings broker-to-broker traffic uses (exclusive with
+    ``security.inter.broker.protocol``; both empty = PLAINTEXT)."""
+    security_inter_broker_protocol: str = ""
+    """Kafka's default is PLAINTEXT; SSL or SASL_SSL make the RPC port mutual TLS."""
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    """PEM file with this broker's certificate chain and private key."""
+    ssl_key_password: str = ""
+    """Password of an encrypted private key in the keystore (empty: not encrypted)."""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    """PEM CA bundle that verifies peers (empty: the system's CAs)."""
+    ssl_client_auth: str = "none"
+    """none | requested | required: does an SSL listener ask clients for a certificate."""
+    ssl_endpoint_identification_algorithm: str = "https"
+    """``https``: a broker dialling a peer over TLS checks the peer's certificate matches its
+    host; empty: no hostname check (Kafka's default is https)."""
+    listener_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``listener.name.<name>.<setting>`` values: upper-case listener name -> setting -> value."""
+
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised_listener(self) -> tuple[str, int]:
         """(host, port) clients are told to connect to."""
         return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
+
+    # ------------------------------------------------------------------ listeners
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` parsed: upper-case listener name -> protocol.
+
+        Raises:
+            ValueError: an item is not ``NAME:PROTOCOL`` or names an unknown protocol.
+        """
+        out: dict[str, str] = {}
+        for item in self.listener_security_protocol_map.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, proto = item.partition(":")
+            proto = proto.strip().upper()
+            if not sep or not name.strip():
+                raise ValueError(f"listener.security.protocol.map: bad item {item!r}: expected NAME:PROTOCOL")
+            if proto not in SECURITY_PROTOCOLS:
+                raise ValueError(f"listener.security.protocol.map: unknown security protocol {proto!r} for "
+                                 f"listener {name.strip()} (expected one of {', '.join(SECURITY_PROTOCOLS)})")
+            out[name.strip().upper()] = proto
+        return out
+
+    def listener_specs(self) -> list[ListenerSpec]:
+        """The listeners to bind, in configuration order (the first is the default one).
+
+        Without ``listeners`` this is one PLAINTEXT listener on ``listen_host:listen_port``.
+
+        Raises:
+            ValueError (naming ``listeners`` or ``listener.security.protocol.map``): unparsable
+                entry, a listener name without a security protocol, two listeners with one name
+                or one (non-zero) port.
+        """
+        protocols = self.security_protocol_map()
+        if not self.listeners.strip():
+            return [ListenerSpec("PLAINTEXT", self.listen_host, self.listen_port,
+                                 _protocol_of("listeners", "PLAINTEXT", protocols))]
+        specs = _parse_endpoints("listeners", self.listeners, protocols)
+        if len(specs) > MAX_LISTENERS_PER_BROKER:
+            raise ValueError(f"listeners: {len(specs)} listeners, at most {MAX_LISTENERS_PER_BROKER}")
+        ports = [s.port for s in specs if s.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"listeners: each listener must have a different port, listeners: {self.listeners}")
+        return specs
+
+    def advertised_endpoints(self) -> dict[str, tuple[str, int]]:
+        """What clients are told per listener: upper-case name -> (host, port); port 0 means
+        "the port that listener is bound to" (the broker fills it in).
+
+        ``advertised.listeners`` when given (a subset of ``listeners``), else every listener
+        with its own host (an empty host advertises this machine's name); ``advertised_host``/
+        ``advertised_port`` (``--advertise``) replace the first listener's when
+        ``advertised.listeners`` is not given.
+
+        Raises:
+            ValueError: naming ``advertised.listeners`` (or ``listeners``).
+        """
+        specs = self.listener_specs()
+        legacy = not self.listeners.strip()
+        if self.advertised_listeners.strip():
+            names = [s.name for s in specs]
+            adv = _parse_endpoints("advertised.listeners", self.advertised_listeners, self.security_protocol_map())
+            out = {}
+            for a in adv:
+                if a.name not in names:
+                    raise ValueError(f"advertised.listeners: listener {a.name} is not one of listeners "
+                                     f"({', '.join(names)}); advertised listener names must be a subset")
+                out[a.name] = (_advertisable("advertised.listeners", a.host), a.port)
+            return out
+        out = {}
+        for i, s in enumerate(specs):
+            host, port = s.host, s.port
+            if i == 0 and (self.advertised_host or self.advertised_port):
+                host, port = self.advertised_host or host, self.advertised_port or port
+            elif not legacy:
+                host = _advertisable("listeners", host)
+            out[s.name] = (host, port)
+        return out
+
+    def inter_broker_listener(self) -> tuple[str, str]:
+        """(listener name, security protocol) of broker-to-broker traffic (the RPC port).
+
+        Raises:
+            ValueError: both ``inter.broker.listener.name`` and ``security.inter.broker.protocol``
+                set, an unknown protocol, or a listener name without a protocol.
+        """
+        protocols = self.security_protocol_map()
+        name = self.inter_broker_listener_name.strip().upper()
+        proto = self.security_inter_broker_protocol.strip().upper()
+        if name and proto:
+            raise ValueError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        if name:
+            return name, _protocol_of("inter.broker.listener.name", name, protocols)
+        proto = proto or "PLAINTEXT"
+        if proto not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security.inter.broker.protocol: unknown security protocol {proto!r} "
+                             f"(expected one of {', '.join(SECURITY_PROTOCOLS)})")
+        return proto, proto
+
+    @property
+    def inter_broker_tls(self) -> bool:
+        """True when the RPC port runs mutual TLS (inter-broker protocol SSL or SASL_SSL)."""
+        return self.inter_broker_listener()[1] in TLS_PROTOCOLS
+
+    def listener_setting(self, listener_name: str | None, key: str) -> str:
+        """The value of Kafka setting ``key`` (``"ssl.keystore.location"``) for a listener:
+        ``listener.name.<listener>.<key>`` when set, else the broker-wide value, as a string
+        (``""`` for an unset optional one).
+
+        Raises:
+            ValueError: ``key`` is not a broker setting.
+        """
+        if listener_name is not None:
+            own = self.listener_overrides.get(listener_name.upper(), {})
+            if key in own:
+                return own[key]
+        attr = key.replace(".", "_").replace("-", "_")
+        if attr not in _FIELD_TYPES or attr in _NOT_SETTINGS:
+            raise ValueError(f"unknown broker setting {key!r}")
+        value = getattr(self, attr)
+        return "" if value is None else str(value)
+
+    def validate(self) -> None:
+        """Check listeners, advertised listeners, the inter-broker listener and each TLS
+        listener's ``ssl.*`` settings (without reading the files; the broker does at start).
+
+        Raises:
+            ValueError: the first problem found, naming its setting.
+        """
+        specs = self.listener_specs()
+        advertised = self.advertised_endpoints()
+        for s in specs:
+            if s.security_protocol in TLS_PROTOCOLS:
+                self._validate_ssl(s.name, f"{s.security_protocol} listener {s.name}")
+        name, proto = self.inter_broker_listener()
+        # Kafka also demands the default (PLAINTEXT) inter-broker listener; LiteMQ's broker-to-broker
+        # traffic uses its own RPC port, so only an explicitly chosen one must exist.
+        explicit = self.security_inter_broker_protocol.strip() or self.inter_broker_listener_name.strip()
+        if explicit and name not in advertised:
+            where = "security.inter.broker.protocol" if self.security_inter_broker_protocol.strip() \
+                else "inter.broker.listener.name"
+            raise ValueError(f"{where}: inter.broker.listener.name must be a listener name defined in "
+                             f"advertised.listeners; {name} is not one of {', '.join(advertised)}")
+        if proto in TLS_PROTOCOLS:
+            self._validate_ssl(name, f"inter-broker listener {name}")
+
+    def _validate_ssl(self, listener: str, what: str) -> None:
+        for key in ("ssl.keystore.type", "ssl.truststore.type"):
+            if self.listener_setting(listener, key).upper() != "PEM":
+                raise ValueError(f"{key}: only PEM is supported ({what}), not "
+                                 f"{self.listener_setting(listener, key)!r}")
+        if not self.listener_setting(listener, "ssl.keystore.location"):
+            raise ValueError(f"ssl.keystore.location is required by the {what}: a PEM file holding the "
+                             "certificate chain and the private key")
+        auth = self.listener_setting(listener, "ssl.client.auth").lower()
+        if auth not in SSL_CLIENT_AUTH_VALUES:
+            raise ValueError(f"ssl.client.auth: {auth!r} is not one of {', '.join(SSL_CLIENT_AUTH_VALUES)}")
 
     @property
     def clustered(self) -> bool:
@@ -187,14 +403,37 @@ class BrokerConfig:
                 for attr in _ALIAS_TARGETS.get(key, ()):
                     _check_bound(attr, getattr(self, attr), key, value)
                 continue
+            if key.lower().startswith(LISTENER_PREFIX):
+                self._apply_listener_setting(key, value)
+                continue
             attr = key.replace(".", "_").replace("-", "_")
-            if attr in ("extra",) or attr not in _FIELD_TYPES:
+            if attr in _NOT_SETTINGS or attr not in _FIELD_TYPES:
                 raise ValueError(f"unknown broker setting {key!r}")
             try:
                 setattr(self, attr, _convert(_FIELD_TYPES[attr], value))
             except ValueError as exc:
                 raise ValueError(f"bad value for {key}: {value!r} ({exc})") from None
             _check_bound(attr, getattr(self, attr), key, value)
+
+    def _apply_listener_setting(self, key: str, value: str) -> None:
+        """``listener.name.<listener>.<setting>``: ``<setting>`` is a broker setting, optionally
+        after a SASL mechanism (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``)."""
+        listener, _, setting = key[len(LISTENER_PREFIX):].partition(".")
+        if not listener or not setting:
+            raise ValueError(f"bad listener setting {key!r}: expected listener.name.<listener>.<setting>")
+        candidates = [setting]
+        if "." in setting:
+            candidates.append(setting.split(".", 1)[1])
+        for cand in candidates:
+            attr = cand.replace(".", "_").replace("-", "_")
+            if attr in _FIELD_TYPES and attr not in _NOT_SETTINGS:
+                try:
+                    _convert(_FIELD_TYPES[attr], value)
+                except ValueError as exc:
+                    raise ValueError(f"bad value for {key}: {value!r} ({exc})") from None
+                self.listener_overrides.setdefault(listener.upper(), {})[setting] = value
+                return
+        raise ValueError(f"unknown broker setting {key!r}")
 
     @classmethod
     def from_sources(
@@ -315,6 +554,48 @@ def check_bounds(cfg: BrokerConfig) -> None:
     for attr in _BOUNDS_BY_ATTR:
         _check_bound(attr, getattr(cfg, attr))
 
+_NOT_SETTINGS = frozenset({"extra", "listener_overrides"})
+
+
+def _protocol_of(key: str, name: str, protocols: dict[str, str]) -> str:
+    proto = protocols.get(name)
+    if proto is None:
+        raise ValueError(f"{key}: no security protocol defined for listener {name} in "
+                         f"listener.security.protocol.map ({', '.join(protocols) or 'empty'})")
+    return proto
+
+
+def _parse_endpoints(key: str, text: str, protocols: dict[str, str]) -> list[ListenerSpec]:
+    """``NAME://host:port,...`` -> ListenerSpecs (distinct names). Raises ValueError naming ``key``."""
+    out: list[ListenerSpec] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _ENDPOINT.match(item)
+        if not m:
+            raise ValueError(f"{key}: cannot parse {item!r}: expected NAME://host:port")
+        name, host, port = m.group(1).strip().upper(), m.group(2), int(m.group(3))
+        if not name:
+            raise ValueError(f"{key}: {item!r} has no listener name")
+        if not 0 <= port <= 65535:
+            raise ValueError(f"{key}: port out of range in {item!r}")
+        if any(o.name == name for o in out):
+            raise ValueError(f"{key}: each listener must have a different name, listeners: {text}")
+        out.append(ListenerSpec(name, host, port, _protocol_of(key, name, protocols)))
+    if not out:
+        raise ValueError(f"{key}: no listener given")
+    return out
+
+
+def _advertisable(key: str, host: str) -> str:
+    """The host clients are told for a listener bound to ``host`` (Kafka: an empty host
+    advertises the canonical host name; the wildcard addresses cannot be advertised)."""
+    if host in ("0.0.0.0", "::"):
+        raise ValueError(f"{key}: advertised.listeners cannot use the nonroutable meta-address {host}. "
+                         "Use a routable IP address (set advertised.listeners).")
+    return host or socket.getfqdn()
+
 
 def _set_hours(attr: str, factor: int):
     def setter(cfg: BrokerConfig, value: str) -> None:
@@ -325,23 +606,12 @@ def _set_hours(attr: str, factor: int):
     return setter
 
 
-def _set_listener(host_attr: str, port_attr: str):
-    def setter(cfg: BrokerConfig, value: str) -> None:
-        host, port = parse_host_port(value.split("://")[-1].split(",")[0])
-        setattr(cfg, host_attr, host)
-        setattr(cfg, port_attr, port)
-
-    return setter
-
-
 _ALIASES = {
     "log.dirs": lambda cfg, v: setattr(cfg, "data_dir", Path(v.split(",")[0])),
     "log.dir": lambda cfg, v: setattr(cfg, "data_dir", Path(v)),
     "log.retention.hours": _set_hours("log_retention_ms", 3600 * 1000),
     "log.retention.minutes": _set_hours("log_retention_ms", 60 * 1000),
     "log.roll.hours": _set_hours("log_roll_ms", 3600 * 1000),
-    "listeners": _set_listener("listen_host", "listen_port"),
-    "advertised.listeners": _set_listener("advertised_host", "advertised_port"),
     "broker.id": lambda cfg, v: setattr(cfg, "node_id", int(v)),
 }
 

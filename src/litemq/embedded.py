@@ -28,21 +28,33 @@ class Broker:
         data_dir: where logs live; ``None`` = a temporary directory removed on ``close()``.
         port: TCP port on ``host``; 0 picks a free one (see :attr:`port`).
         host: interface to listen on (default loopback).
+        listeners: listener name -> port on ``host`` (0 = a free one), e.g.
+            ``{"PLAINTEXT": 0, "SSL": 0}``; replaces ``port``. TLS listeners need the ``ssl.*``
+            settings in ``overrides`` (see ``docs/security.md``).
+        overrides: broker settings by Kafka name (``{"ssl.client.auth": "required"}``), applied
+            after ``settings``.
         **settings: broker settings with Kafka names, underscores for dots
             (``num_partitions=3``, ``auto_create_topics_enable=False``).
 
     Raises:
         OSError: the port is taken. RuntimeError: the broker failed to start (the cause chained).
+        ValueError: a bad setting (named in the message).
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1",
-                 start: bool = True, **settings) -> None:
+                 start: bool = True, listeners: dict[str, int] | None = None,
+                 overrides: dict[str, str] | None = None, **settings) -> None:
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="litemq-")
             data_dir = self._tmp
-        self.config = BrokerConfig.from_sources(overrides={k.replace("_", "."): str(v) for k, v in settings.items()},
-                                                data_dir=Path(data_dir), listen_host=host, listen_port=port)
+        kafka_settings = {k.replace("_", "."): str(v) for k, v in settings.items()}
+        if listeners:
+            kafka_settings["listeners"] = ",".join(f"{name}://{host}:{p}" for name, p in listeners.items())
+        kafka_settings.update(overrides or {})
+        self.host = host
+        self.config = BrokerConfig.from_sources(overrides=kafka_settings, data_dir=Path(data_dir),
+                                                listen_host=host, listen_port=port)
         self.runtime = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -51,12 +63,27 @@ class Broker:
 
     @property
     def port(self) -> int:
+        """The bound port of the first listener."""
         return self.runtime.port
 
     @property
+    def ports(self) -> dict[str, int]:
+        """Listener name -> bound port."""
+        return dict(self.runtime.ports)
+
+    def bootstrap(self, listener: str | None = None) -> str:
+        """``"host:port"`` of ``listener`` (the first one when None) for ``bootstrap.servers``.
+
+        Raises:
+            KeyError: no such listener.
+        """
+        port = self.port if listener is None else self.runtime.ports[listener.upper()]
+        return f"{self.host}:{port}"
+
+    @property
     def bootstrap_servers(self) -> str:
-        """``"host:port"`` for a client's ``bootstrap.servers``."""
-        return f"{self.config.listen_host}:{self.port}"
+        """``"host:port"`` of the first listener for a client's ``bootstrap.servers``."""
+        return self.bootstrap()
 
     @property
     def data_dir(self) -> Path:

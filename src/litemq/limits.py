@@ -110,6 +110,10 @@ MAX_PARTITIONS_PER_TRANSACTION = 100_000
 SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384
 """SCRAM iteration bounds (Kafka ``ScramMechanism`` min/max iterations, KIP-554)."""
+TLS_HANDSHAKE_TIMEOUT_MS = 10_000
+"""A TLS listener (or the TLS RPC port) closes a connection whose handshake takes longer."""
+MAX_LISTENERS_PER_BROKER = 32
+"""Listeners one broker may configure and register (``listeners``)."""
 MAX_SASL_TOKEN_BYTES = 64 * 1024
 """Largest SaslAuthenticate auth_bytes accepted (a PLAIN or SCRAM message is < 1 KiB)."""
 MAX_SASL_RECEIVE_BYTES = 512 * 1024

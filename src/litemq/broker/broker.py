@@ -1,14 +1,16 @@
 """The broker runtime: state shared by all connections and handlers, and its lifecycle.
 
 :class:`BrokerRuntime` owns the cluster metadata, the log manager, the replica manager, the
-request handler table and the listening socket. It runs on one asyncio event loop; blocking
-storage work (fsync, retention deletes, compaction) runs in its thread pool.
+request handler table and one listening socket per listener (``listeners``: PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL). It runs on one asyncio event loop; blocking storage work (fsync,
+retention deletes, compaction) runs in its thread pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +21,7 @@ from litemq.broker.replica_manager import Partition, ReplicaManager
 from litemq.broker.server import Connection
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo
-from litemq.config import BrokerConfig
+from litemq.config import TLS_PROTOCOLS, BrokerConfig, ListenerSpec
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.messages import request_spec
 from litemq.security.authorizer import create_authorizer
@@ -50,10 +52,24 @@ class BrokerRuntime:
         handlers: api_key -> handler(ctx, request) returning a response body (dict/Message),
             a coroutine producing one, or None (acks=0).
         api_versions: api_key -> (min_version, max_version) advertised in ApiVersions.
+        listeners: the configured listeners, in order (the first is the default one).
+        ports: listener name -> bound port (after start).
+
+    Raises:
+        ValueError: bad listener or TLS settings (naming the setting), unreadable PEM files.
     """
 
     def __init__(self, config: BrokerConfig) -> None:
+        from litemq.security.tls import server_context
+
+        config.validate()
         self.config = config
+        self.listeners: list[ListenerSpec] = config.listener_specs()
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {
+            s.name: server_context(config, s.name, s.security_protocol)
+            for s in self.listeners if s.security_protocol in TLS_PROTOCOLS}
+        self.ports: dict[str, int] = {}
+        self._advertised = config.advertised_endpoints()  # parsed once: Metadata asks on every request
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="litemq-io")
         self.cluster = None
@@ -74,10 +90,10 @@ class BrokerRuntime:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.coordinator = None
         self.txn_coordinator = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._background: list[asyncio.Task] = []
         self.started_ms = int(time.time() * 1000)
-        self.port = config.listen_port
+        self.port = self.listeners[0].port
 
     # ------------------------------------------------------------ handlers
     def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
@@ -124,21 +140,33 @@ class BrokerRuntime:
             for info in self.metadata.topics.values():
                 self._ensure_partitions(info)
         register_all(self)
-        self._server = await self.loop.create_server(
-            lambda: Connection(self), self.config.listen_host, self.config.listen_port,
-            reuse_address=True, backlog=1024)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        if self.config.advertised_port is None and self.config.listen_port == 0:
-            self.config.advertised_port = self.port
+        try:
+            for spec in self.listeners:
+                await self._listen(spec)
+        except OSError:
+            for server in self._servers:
+                server.close()
+            raise
+        self.port = self.ports[self.listeners[0].name]
         self._background.append(self.loop.create_task(self._housekeeping()))
-        log.info("LiteMQ broker %d listening on %s:%d (data dir %s)", self.config.node_id,
-                 self.config.listen_host, self.port, self.config.data_dir)
+        log.info("LiteMQ broker %d listening on %s (data dir %s)", self.config.node_id,
+                 ", ".join(f"{s.name}://{s.host}:{self.ports[s.name]}" for s in self.listeners),
+                 self.config.data_dir)
+
+    async def _listen(self, spec: ListenerSpec) -> None:
+        """Bind one listener (``host`` "" = every interface); its connections know its name,
+        protocol and TLS context."""
+        ctx = self._ssl_contexts.get(spec.name)
+        server = await self.loop.create_server(
+            lambda: Connection(self, spec.name, spec.security_protocol, ctx), spec.host or None, spec.port,
+            reuse_address=True, backlog=1024)
+        self._servers.append(server)
+        self.ports[spec.name] = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         """Stop accepting, close connections, flush and close every log (clean shutdown)."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -366,19 +394,34 @@ class BrokerRuntime:
             return sorted(self.metadata.brokers)
         return [self.config.node_id]
 
-    def advertised(self) -> tuple[str, int]:
-        """(host, port) clients are told to use for this broker."""
-        host, port = self.config.advertised_listener
-        if self.config.advertised_port is None:
-            port = self.port
-        return host, port
+    def advertised_endpoints(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, port) clients are told for this broker (``advertised.listeners``,
+        else ``listeners``), in configuration order; port 0 is replaced by the bound port."""
+        return {name: (host, port or self.ports.get(name, 0)) for name, (host, port) in self._advertised.items()}
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        """(node_id, host, port) of every live broker, as advertised."""
+    def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
+        """(host, port) clients are told to use for this broker on ``listener_name`` (the first
+        advertised listener when None).
+
+        Raises:
+            KeyError: ``listener_name`` is not an advertised listener.
+        """
+        endpoints = self.advertised_endpoints()
+        if listener_name is None:
+            return next(iter(endpoints.values()))
+        return endpoints[listener_name]
+
+    def brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int]]:
+        """(node_id, host, port) of every live broker as advertised on ``listener_name`` (Kafka
+        answers Metadata with the endpoints of the listener the request came in on; a broker
+        without that listener is left out). None: every live broker's default endpoint."""
         if self.cluster is not None:
-            return self.cluster.live_broker_endpoints()
-        host, port = self.advertised()
-        return [(self.config.node_id, host, port)]
+            return self.cluster.live_broker_endpoints(listener_name)
+        endpoints = self.advertised_endpoints()
+        if listener_name is None:
+            return [(self.config.node_id, *next(iter(endpoints.values())))]
+        ep = endpoints.get(listener_name)
+        return [] if ep is None else [(self.config.node_id, *ep)]
 
     def controller_id(self) -> int:
         """The metadata leader in a cluster (Kafka's active controller); this node otherwise."""

@@ -8,13 +8,23 @@ correlation id). Socket errors are handled here and nowhere else.
 Broken framing (a negative or over-limit size, an undecodable header or body, an unknown API
 key, a version we do not serve) closes that connection after one log line; every other client
 keeps being served. Response parts that are :class:`~litemq.protocol.regions.FileRegion` go out
-with ``loop.sendfile`` (zero copy on plaintext sockets).
+with ``loop.sendfile`` (zero copy) on plaintext sockets; on TLS connections they are read with
+``pread`` in the default executor and written through the TLS transport.
+
+Each connection belongs to one listener (``listener_name``, ``security_protocol``). On SSL and
+SASL_SSL listeners the TLS handshake runs first (``loop.start_tls``, bounded by
+``limits.TLS_HANDSHAKE_TIMEOUT_MS``); a failed handshake (a plaintext client, a missing or
+untrusted client certificate) closes that connection with one log line. ``principal`` is the
+connection's :class:`~litemq.security.principal.KafkaPrincipal`: ``User:ANONYMOUS``, or on SSL
+the verified client certificate's subject DN; SASL replaces it after authentication.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import ssl
 import struct
 import time
 from collections import deque
@@ -26,6 +36,8 @@ from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError
 from litemq.protocol.messages import request_spec
 from litemq.protocol.regions import FileRegion
+from litemq.security.principal import ANONYMOUS, KafkaPrincipal
+from litemq.security.tls import principal_of
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
@@ -34,6 +46,8 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _SENDFILE_MIN_BYTES = 64 * 1024
+_TLS_CHUNK_BYTES = 256 * 1024
+"""File regions go through a TLS transport in reads of this size."""
 """File regions smaller than this are read with pread and written like bytes (cheaper)."""
 
 
@@ -67,10 +81,31 @@ class _Slot:
 
 
 class Connection(asyncio.Protocol):
-    """One client connection. See the module docstring for the rules it enforces."""
+    """One client connection. See the module docstring for the rules it enforces.
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    Args:
+        runtime: the broker.
+        listener_name: the listener (upper case, Kafka's ``ListenerName``) it arrived on.
+        security_protocol: that listener's protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
+        ssl_context: the listener's server context on SSL/SASL_SSL listeners, else None.
+
+    Attributes:
+        listener_name, security_protocol: as given.
+        client_host: the peer's IP address.
+        principal: who the connection is (``User:ANONYMOUS`` until TLS or SASL says otherwise).
+    """
+
+    def __init__(self, runtime: "BrokerRuntime", listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None) -> None:
         self.runtime = runtime
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.client_host = "?"
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self._ssl_context = ssl_context
+        self._handshaking = False
+        self._tls = False
+        self._writable: asyncio.Future | None = None
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray()
@@ -91,8 +126,52 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else "?"
         self.runtime.connections.add(self)
+        if self._ssl_context is not None:
+            # Bytes read before start_tls takes over would be TLS records fed to the Kafka
+            # framing: stop reading now; start_tls resumes the socket under its TLS protocol.
+            self._handshaking = True
+            transport.pause_reading()
+            self.runtime.loop.create_task(self._start_tls(transport))
+            return
         transport.set_write_buffer_limits(high=limits.MAX_CONNECTION_WRITE_BUFFER_BYTES // 4)
+
+    async def _start_tls(self, raw: asyncio.BaseTransport) -> None:
+        """Server side of the TLS handshake; then the connection serves requests over TLS."""
+        if self._closed or raw.is_closing():
+            return
+        try:
+            tls = await self.runtime.loop.start_tls(
+                raw, self, self._ssl_context, server_side=True,
+                ssl_handshake_timeout=limits.TLS_HANDSHAKE_TIMEOUT_MS / 1000)
+        except (OSError, asyncio.TimeoutError, ConnectionError) as exc:  # ssl.SSLError is an OSError
+            if not self._closed:
+                self._closed = True
+                self.runtime.connections.discard(self)
+            if isinstance(exc, ssl.SSLError):  # not TLS (a plaintext client), no/untrusted certificate, ...
+                log.warning("closing connection from %s on listener %s: TLS handshake failed: %s",
+                            self.peer, self.listener_name, exc.reason or exc)
+            else:  # the client went away or stalled (port probes, health checks)
+                log.info("connection from %s on listener %s ended before the TLS handshake finished: %s",
+                         self.peer, self.listener_name, str(exc) or type(exc).__name__)
+            raw.abort()
+            return
+        if self._closed:
+            tls.abort()
+            return
+        self.transport = tls
+        self._tls = True
+        try:
+            self.principal = principal_of(tls.get_extra_info("ssl_object"))
+        except ValueError as exc:
+            self.abort(f"cannot identify the client certificate: {exc}")
+            return
+        self._handshaking = False
+        tls.set_write_buffer_limits(high=limits.MAX_CONNECTION_WRITE_BUFFER_BYTES // 4)
+        self._update_reading()
+        if self._buf:
+            self.data_received(b"")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -111,6 +190,12 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buf = self._buf
         buf += data
+        if self._handshaking:
+            # TLS data that arrived between the handshake and _start_tls resuming: bounded by
+            # the frame check below once processing starts; nothing is parsed yet.
+            if len(buf) > limits.MAX_REQUEST_FRAME_BYTES + 4:
+                self.abort("too much data before the TLS handshake finished")
+            return
         pos = 0
         n = len(buf)
         while n - pos >= 4 and not self._held:
@@ -235,6 +320,27 @@ class Connection(asyncio.Protocol):
         else:
             self._pending_parts.extend(parts)
 
+    async def _write_region_tls(self, region: FileRegion) -> int:
+        """Copy a file region through the TLS transport (sendfile cannot encrypt): ``pread``
+        chunks of ``_TLS_CHUNK_BYTES`` in the default executor, each written once the transport
+        has room. asyncio's own sendfile fallback is not used: it reads at the shared file
+        object's position (and skips the seek for offset 0), which concurrent fetches of one
+        segment would corrupt. Returns the bytes written (short when the segment shrank)."""
+        loop = self.runtime.loop
+        fd = region.file.fileno()
+        pos, end = region.position, region.position + region.length
+        while pos < end and not self._closed:
+            data = await loop.run_in_executor(None, os.pread, fd, min(_TLS_CHUNK_BYTES, end - pos), pos)
+            if not data:
+                break
+            self.transport.write(data)
+            pos += len(data)
+            if self._write_paused:
+                self._writable = loop.create_future()
+                await self._writable
+                self._writable = None
+        return pos - region.position
+
     async def _drain_pending(self) -> None:
         loop = self.runtime.loop
         try:
@@ -244,7 +350,10 @@ class Connection(asyncio.Protocol):
                     if part.length < _SENDFILE_MIN_BYTES:
                         self.transport.write(part.read())
                         continue
-                    sent = await loop.sendfile(self.transport, part.file, part.position, part.length)
+                    if self._tls:
+                        sent = await self._write_region_tls(part)
+                    else:
+                        sent = await loop.sendfile(self.transport, part.file, part.position, part.length)
                     if sent != part.length:
                         self.abort(f"short sendfile ({sent} of {part.length} bytes): segment changed")
                         return
@@ -257,7 +366,7 @@ class Connection(asyncio.Protocol):
             self._maybe_close_flushed()
 
     def _update_reading(self) -> None:
-        if self.transport is None or self._closed:
+        if self.transport is None or self._closed or self._handshaking:
             return
         should_pause = (self._write_paused or self._held
                         or len(self._slots) >= limits.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION)

@@ -50,7 +50,9 @@ def main() -> None:
 # ------------------------------------------------------------------ serve
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Log directory (log.dirs).")
-@click.option("--listen", default=None, help=f"HOST:PORT to listen on [default {DEFAULT_LISTEN}].")
+@click.option("--listen", default=None,
+              help=f"HOST:PORT of one PLAINTEXT listener [default {DEFAULT_LISTEN}]; for several (SSL, SASL) "
+                   "set listeners=NAME://HOST:PORT,... instead.")
 @click.option("--advertise", default=None, help="HOST:PORT clients are told to use (advertised.listeners).")
 @click.option("--node-id", type=int, default=None, help="This broker's id (node.id).")
 @click.option("--rpc-listen", default=None,
@@ -79,6 +81,8 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
     if data_dir is not None:
         cfg.data_dir = data_dir
     if listen is not None:
+        if cfg.listeners.strip():
+            raise CliError("--listen and the listeners setting exclude each other: put every listener in listeners")
         cfg.listen_host, cfg.listen_port = parse_host_port(listen)
     if advertise is not None:
         cfg.advertised_host, cfg.advertised_port = parse_host_port(advertise)
@@ -104,8 +108,9 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
     if auto_create_topics is not None:
         cfg.auto_create_topics_enable = auto_create_topics
     try:
+        cfg.validate()
         asyncio.run(_serve(cfg))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a bad setting (named) or unreadable PEM file
         raise CliError(f"cannot start broker: {exc}") from None
 
 
@@ -118,7 +123,8 @@ async def _serve(cfg: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"LiteMQ broker {cfg.node_id} ready on {cfg.listen_host}:{runtime.port}", flush=True)
+    where = ", ".join(f"{s.name}://{s.host}:{runtime.ports[s.name]}" for s in runtime.listeners)
+    print(f"LiteMQ broker {cfg.node_id} ready on {where}", flush=True)
     await stop.wait()
     await runtime.stop()
 

@@ -11,7 +11,8 @@ Records (``"type"``):
 
 ======================= ===================================================================
 init                    ``cluster_id`` (first leader, once)
-register_broker         ``node_id``, ``host``, ``port`` (advertised listener)
+register_broker         ``node_id``, ``host``, ``port`` (default listener), ``endpoints``
+                        (listener name -> [host, port] of every advertised listener)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
 delete_topic            ``name``
 create_partitions       ``name``, ``assignments`` (of the new partitions)
@@ -38,14 +39,44 @@ from litemq.security import records as security_records
 from litemq.security.acls import AclStore
 
 __all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record",
+           "endpoints_from_json", "endpoints_to_json",
            "manual_partition_assignments", "manual_topic_assignments"]
 
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A registered broker: ``host``/``port`` of its default (first advertised) listener and
+    ``endpoints``, listener name -> (host, port) of every advertised listener. Records written
+    before listeners existed have no endpoints; then host/port serve every listener."""
+
     node_id: int
     host: str
     port: int
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict, hash=False)
+
+    def endpoint(self, listener_name: str | None = None) -> tuple[str, int] | None:
+        """(host, port) on ``listener_name`` (the default listener when None); None when the
+        broker advertises endpoints but not that listener."""
+        if listener_name is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener_name)
+
+
+def endpoints_from_json(doc) -> dict[str, tuple[str, int]]:
+    """``{"SSL": ["host", 9093], ...}`` (or None) -> {"SSL": ("host", 9093)}.
+
+    Raises:
+        ValueError / TypeError: malformed, or more than ``limits.MAX_LISTENERS_PER_BROKER``.
+    """
+    if not doc:
+        return {}
+    if len(doc) > limits.MAX_LISTENERS_PER_BROKER:
+        raise ValueError(f"{len(doc)} endpoints, at most {limits.MAX_LISTENERS_PER_BROKER}")
+    return {str(name): (str(ep[0]), int(ep[1])) for name, ep in dict(doc).items()}
+
+
+def endpoints_to_json(endpoints: dict[str, tuple[str, int]]) -> dict[str, list]:
+    return {name: [host, port] for name, (host, port) in endpoints.items()}
 
 
 @dataclass
@@ -226,7 +257,8 @@ class MetadataImage:
         return ApplyResult()
 
     def _apply_register_broker(self, rec: dict) -> ApplyResult:
-        b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]))
+        b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]),
+                       endpoints_from_json(rec.get("endpoints")))
         self.brokers[b.node_id] = b
         return ApplyResult()
 
@@ -292,7 +324,8 @@ class MetadataImage:
         return {
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
-            "brokers": [[b.node_id, b.host, b.port] for b in self.brokers.values()],
+            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints)]
+                        for b in self.brokers.values()],
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
@@ -303,7 +336,9 @@ class MetadataImage:
         img = cls()
         img.cluster_id = d.get("cluster_id", "")
         img.next_producer_id = int(d.get("next_producer_id", 0))
-        img.brokers = {int(n): BrokerInfo(int(n), h, int(p)) for n, h, p in d.get("brokers", [])}
+        img.brokers = {int(b[0]): BrokerInfo(int(b[0]), str(b[1]), int(b[2]),
+                                             endpoints_from_json(b[3] if len(b) > 3 else None))
+                       for b in d.get("brokers", [])}
         for t in d.get("topics", []):
             info = TopicInfo.from_json(t)
             img.topics[info.name] = info

@@ -40,6 +40,8 @@ from litemq.cluster.image import (
     assign_replicas,
     decode_record,
     encode_record,
+    endpoints_from_json,
+    endpoints_to_json,
     manual_partition_assignments,
     manual_topic_assignments,
 )
@@ -513,7 +515,8 @@ class ClusterManager:
                 rec = {"type": "init", "cluster_id": str(args["cluster_id"])}
             elif action == "register_broker":
                 rec = {"type": "register_broker", "node_id": int(args["node_id"]), "host": str(args["host"]),
-                       "port": int(args["port"])}
+                       "port": int(args["port"]), "endpoints": endpoints_to_json(
+                           endpoints_from_json(args.get("endpoints")))}
             elif action == "create_topic":
                 rec = self._create_topic_record(args)
             elif action == "delete_topic":
@@ -657,13 +660,16 @@ class ClusterManager:
             if cur is None or int(epoch) >= cur[1]:
                 self._claims[gid] = (node, int(epoch))
         host, port = str(req["host"]), int(req["port"])
+        endpoints = endpoints_from_json(req.get("endpoints"))  # absent from brokers older than listeners
         known = self.image.brokers.get(node)
-        if (known is None or known.host != host or known.port != port) and node not in self._registering:
+        if (known is None or known.host != host or known.port != port or known.endpoints != endpoints) \
+                and node not in self._registering:
             self._registering.add(node)
 
             async def register():
                 try:
-                    await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port})
+                    await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port,
+                                                                "endpoints": endpoints_to_json(endpoints)})
                 finally:
                     self._registering.discard(node)
             self._spawn(register())
@@ -675,9 +681,11 @@ class ClusterManager:
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while True:
             host, port = self.runtime.advertised()
+            endpoints = endpoints_to_json(self.runtime.advertised_endpoints())
             leaders = {gid: g.node.term for gid, g in self.groups.items()
                        if gid != META_GROUP and g.node.is_leader}
-            req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "leaders": leaders}
+            req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
+                   "leaders": leaders}
             leader = self.meta.node.leader_id
             resp = None
             try:
@@ -749,15 +757,20 @@ class ClusterManager:
         leader = self.meta.node.leader_id if self.meta is not None else None
         return -1 if leader is None else leader
 
-    def live_broker_endpoints(self) -> list[tuple[int, str, int]]:
+    def live_broker_endpoints(self, listener_name: str | None = None) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every live broker on ``listener_name`` (each broker's default
+        listener when None); brokers that do not advertise that listener are left out, as Kafka
+        leaves them out of a Metadata response."""
         out = []
         for n in sorted(self.live_brokers | {self.node_id}):
             b = self.image.brokers.get(n)
-            if b is not None:
-                out.append((n, b.host, b.port))
-            elif n == self.node_id:
-                host, port = self.runtime.advertised()
-                out.append((n, host, port))
+            if n == self.node_id:
+                ep = self.runtime.advertised_endpoints().get(listener_name) if listener_name else \
+                    self.runtime.advertised()
+            else:
+                ep = b.endpoint(listener_name) if b is not None else None
+            if ep is not None:
+                out.append((n, *ep))
         return out
 
     def status(self) -> dict:

@@ -1,8 +1,8 @@
 """Real broker processes for tests and tools: start, SIGKILL, SIGSTOP/SIGCONT, restart.
 
-``BrokerProcess`` runs ``python -m litemq.cli serve`` as a child process on a free loopback
-port and waits until it accepts connections. Used by LiteMQ's own fault tests and available to
-users who want a broker in a separate process.
+``BrokerProcess`` runs ``python -m litemq.cli serve`` as a child process on free loopback
+ports (one per listener) and waits until every listener accepts connections. Used by LiteMQ's
+own fault tests and available to users who want a broker in a separate process.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 
 START_TIMEOUT_S = 30.0
 
+HOST = "127.0.0.1"
+
 HARNESS_OVERRIDES: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 """Settings every test-harness broker starts with unless the caller overrides them: consumer
 groups form at once instead of after Kafka's default 3 s initial rebalance delay, as in Kafka's
@@ -29,6 +31,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def distinct_free_port(taken: set[int]) -> int:
+    """A free port (as :func:`free_port`) not in ``taken``; it is added to ``taken``."""
+    while True:
+        port = free_port()
+        if port not in taken:
+            taken.add(port)
+            return port
 
 
 def wait_for_port(host: str, port: int, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -55,12 +66,26 @@ class BrokerProcess:
         log_path: file receiving the broker's stdout and stderr (appended across restarts).
         extra_args: more ``litemq serve`` arguments, appended after the others (e.g. the
             cluster options ``["--node-id", "2", "--rpc-listen", ..., "--peers", ...]``).
+        listeners: listener name -> port on 127.0.0.1 (0 picks a free one once), e.g.
+            ``{"PLAINTEXT": 0, "SSL": 0, "SASL_SSL": 0}``; replaces ``port`` (the broker gets
+            ``listeners=NAME://127.0.0.1:PORT,...``). TLS listeners need ``ssl.*`` overrides.
+
+    Attributes:
+        ports: listener name -> port (``{"PLAINTEXT": port}`` without ``listeners``).
+        port: the first listener's port.
     """
 
     def __init__(self, data_dir: str | Path, port: int = 0, overrides: dict[str, str] | None = None,
-                 log_path: str | Path | None = None, extra_args: list[str] | None = None) -> None:
+                 log_path: str | Path | None = None, extra_args: list[str] | None = None,
+                 listeners: dict[str, int] | None = None) -> None:
         self.data_dir = Path(data_dir)
-        self.port = port or free_port()
+        self.listeners_given = bool(listeners)
+        if listeners:
+            taken: set[int] = {p for p in listeners.values() if p}
+            self.ports = {name.upper(): p or distinct_free_port(taken) for name, p in listeners.items()}
+        else:
+            self.ports = {"PLAINTEXT": port or free_port()}
+        self.port = next(iter(self.ports.values()))
         self.overrides = {**HARNESS_OVERRIDES, **(overrides or {})}
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
@@ -68,11 +93,24 @@ class BrokerProcess:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        """``127.0.0.1:port`` of the first listener."""
+        return f"{HOST}:{self.port}"
+
+    def bootstrap(self, listener: str | None = None) -> str:
+        """``127.0.0.1:port`` of ``listener`` (the first one when None). Raises KeyError."""
+        return f"{HOST}:{self.port if listener is None else self.ports[listener.upper()]}"
 
     def start(self) -> "BrokerProcess":
-        args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(self.data_dir),
-                "--listen", f"127.0.0.1:{self.port}"]
+        """Start the process and wait until every listener accepts TCP connections.
+
+        Raises:
+            RuntimeError: not listening within 30 s (the log tail is in the message).
+        """
+        args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(self.data_dir)]
+        if self.listeners_given:
+            args += ["-o", "listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in self.ports.items())]
+        else:
+            args += ["--listen", f"{HOST}:{self.port}"]
         for k, v in self.overrides.items():
             args += ["-o", f"{k}={v}"]
         args += self.extra_args
@@ -81,7 +119,9 @@ class BrokerProcess:
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         try:
-            wait_for_port("127.0.0.1", self.port)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            for port in self.ports.values():
+                wait_for_port(HOST, port, max(deadline - time.monotonic(), 0.1))
         except TimeoutError:
             self.kill()
             raise RuntimeError(f"broker did not start; log:\n{self.log_path.read_text()[-4000:]}") from None

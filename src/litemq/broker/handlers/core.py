@@ -129,7 +129,8 @@ def handle_metadata(ctx, req) -> dict:
             ctx, ResourceType.TOPIC, t["name"], want_topic_ops and t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
+        "brokers": [{"node_id": n, "host": h, "port": p, "rack": None}
+                    for n, h, p in runtime.brokers(ctx.connection.listener_name)],
         "cluster_id": meta.cluster_id,
         "controller_id": runtime.controller_id(),
         "topics": topics_out,
@@ -153,7 +154,8 @@ def handle_describe_cluster(ctx, req) -> dict:
         "endpoint_type": 1,
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
-        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in runtime.brokers()],
+        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None}
+                    for n, h, p in runtime.brokers(ctx.connection.listener_name)],
         "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME,
                                                                req.include_cluster_authorized_operations),
     }

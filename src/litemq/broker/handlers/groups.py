@@ -68,14 +68,17 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
         out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return out
     if runtime.cluster is not None:
-        return _find_one_in_cluster(runtime, coord, key, out)
+        return _find_one_in_cluster(runtime, coord, key, out, ctx.connection.listener_name)
     err = coord.coordinator_error(key) if key_type == KEY_TYPE_TRANSACTION else \
         coord.coordinator_error(key, require_id=False)
     if err:
         out.update(error_code=err, error_message=E(err).name)
         return out
-    node, host, port = next(b for b in runtime.brokers() if b[0] == runtime.config.node_id)
-    out.update(node_id=node, host=host, port=port)
+    endpoint = next((b for b in runtime.brokers(ctx.connection.listener_name) if b[0] == runtime.config.node_id), None)
+    if endpoint is None:  # the listener the request came in on is not advertised
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="listener not advertised")
+        return out
+    out.update(node_id=endpoint[0], host=endpoint[1], port=endpoint[2])
     return out
 
 
@@ -89,9 +92,10 @@ def handle_find_coordinator(ctx, req) -> dict:
     return {"throttle_time_ms": 0, **one}
 
 
-def _find_one_in_cluster(runtime, coord, key: str, out: dict) -> dict:
+def _find_one_in_cluster(runtime, coord, key: str, out: dict, listener_name: str | None = None) -> dict:
     """The coordinator of a group (a transactional id) is the leader of its
-    ``__consumer_offsets`` (``__transaction_state``) partition."""
+    ``__consumer_offsets`` (``__transaction_state``) partition, as advertised on the listener
+    ``listener_name`` the request came in on."""
     is_txn = coord is runtime.txn_coordinator
     try:
         coord.ensure_txn_topic() if is_txn else coord.ensure_offsets_topic()
@@ -100,7 +104,7 @@ def _find_one_in_cluster(runtime, coord, key: str, out: dict) -> dict:
         return out
     topic = TXN_TOPIC if is_txn else OFFSETS_TOPIC
     leader, _ = runtime.cluster.leader_of(topic, coord.partition_for(key or ""))
-    endpoint = next((b for b in runtime.brokers() if b[0] == leader), None)
+    endpoint = next((b for b in runtime.brokers(listener_name) if b[0] == leader), None)
     if endpoint is None:
         out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="no live leader of the offsets partition")
         return out
