@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -59,17 +60,23 @@ def test_pipeline_on_standalone_spark_against_three_brokers(tmp_path):
                    "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
                    "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
                    r"logs\..*"]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "SPARK_LOCAL_IP": spark.host})
-            assert r.returncode == 0, r.stderr[-4000:]
+            job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "SPARK_LOCAL_IP": spark.host}, start_new_session=True)
+            try:
+                _stdout, stderr = job.communicate(timeout=300)
+            finally:
+                if job.poll() is None:                      # hung: the driver and its JVM, no orphans
+                    os.killpg(job.pid, signal.SIGKILL)
+                    job.communicate()
+            assert job.returncode == 0, stderr[-4000:]
             app_id, tasks = _tasks_per_executor(events)
             on_worker = spark.executors_by_worker(app_id)
         # tasks ran in executors of both workers
         assert all(on_worker[w] for w in (1, 2)), on_worker
         for w in (1, 2):
             assert sum(tasks[e] for e in on_worker[w]) > 0, (w, on_worker, tasks)
-        batches = re.search(r"(\d+) micro-batches", r.stderr)
-        assert batches and int(batches[1]) >= 3, r.stderr[-2000:]       # 10,600 lines, 4000 per batch
+        batches = re.search(r"(\d+) micro-batches", stderr)
+        assert batches and int(batches[1]) >= 3, stderr[-2000:]       # 10,600 lines, 4000 per batch
         # the same outputs as the local[2] run: aggregates = a plain count of each file
         ref = {"elastic_examples_apache_logs": access_counts(access_log_path()), "datanode": hdfs_counts(hdfs)}
         win = _assert_equal_to_reference(out, ref)
