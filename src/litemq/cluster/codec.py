@@ -577,12 +577,14 @@ def decode_rpc(body) -> tuple[int, dict]:
     return corr, doc
 
 
-def rpc_call(host: str, port: int, body: dict, timeout_s: float = 5.0) -> dict:
+def rpc_call(host: str, port: int, body: dict, timeout_s: float = 5.0, ssl_context=None) -> dict:
     """Blocking one-shot RPC for tools (CLI, tests).
 
-    Connects, sends FRAME_HELLO(node_id=-1, cluster_id="") and one FRAME_RPC_REQUEST
-    (correlation id 1, ``body``), then reads frames (ignoring any others) until the
-    FRAME_RPC_RESPONSE with correlation id 1 and returns its dict. ``timeout_s`` bounds the
+    Connects (over TLS with ``ssl_context``, an ``ssl.SSLContext``, when the RPC port runs
+    inter-broker TLS: :func:`litemq.security.tls.rpc_client_context`), sends
+    FRAME_HELLO(node_id=-1, cluster_id="") and one FRAME_RPC_REQUEST (correlation id 1,
+    ``body``), then reads frames (ignoring any others) until the FRAME_RPC_RESPONSE with
+    correlation id 1 and returns its dict. ``timeout_s`` bounds the
     whole call. Raises OSError (ConnectionError if the peer closes first) or TimeoutError on
     network trouble, CodecError on garbage.
     """
@@ -590,7 +592,8 @@ def rpc_call(host: str, port: int, body: dict, timeout_s: float = 5.0) -> dict:
     request = encode_frame(FRAME_HELLO, [encode_hello(-1, "")])
     request += encode_frame(FRAME_RPC_REQUEST, [encode_rpc(1, body)])
     decoder = FrameDecoder()
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+    with socket.create_connection((host, port), timeout=timeout_s) as raw, \
+            (raw if ssl_context is None else ssl_context.wrap_socket(raw, server_hostname=host)) as sock:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         sock.sendall(b"".join(request))
         while True:

@@ -14,6 +14,13 @@ than queued without bound.
 RPC frames carry JSON requests with a correlation id: metadata proposals forwarded to the
 metadata leader, broker heartbeats, and ``status`` for tools. Frame layout:
 :mod:`litemq.cluster.codec`.
+
+When the inter-broker security protocol is SSL or SASL_SSL (``security.inter.broker.protocol`` or
+``inter.broker.listener.name``), the RPC port runs mutual TLS (:mod:`litemq.security.tls`): both
+sides present the broker keystore's certificate and verify the other's against the truststore;
+the dialling side also checks the peer's certificate names the host it dialled
+(``ssl.endpoint.identification.algorithm=https``, Kafka's default). Tools need a certificate the
+truststore accepts too.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ RECONNECT_BACKOFF_MS = 200
 _KEEPALIVE = encode_frame(FRAME_RAFT, encode_raft_batch([]))
 """An empty RAFT frame, the broker-pair heartbeat (encoded once)."""
 CONNECT_TIMEOUT_MS = 1000
+TLS_CONNECT_TIMEOUT_MS = 3000
+"""Dialling a peer over TLS: TCP connect plus handshake (both sides run a busy event loop)."""
 
 
 class PeerLink(asyncio.Protocol):
@@ -155,10 +164,17 @@ class Transport:
         self.frames_received = 0
         self.last_heard: dict[int, float] = {}
         """Peer id -> loop time of the last bytes received from it (broker-pair liveness)."""
+        from litemq.security.tls import rpc_client_context, rpc_server_context
+
+        self.server_ssl = rpc_server_context(manager.config)
+        self.client_ssl = rpc_client_context(manager.config)
+        """Mutual TLS contexts when the inter-broker protocol is SSL/SASL_SSL, else None."""
 
     async def start(self) -> None:
+        tls = {} if self.server_ssl is None else {
+            "ssl": self.server_ssl, "ssl_handshake_timeout": limits.TLS_HANDSHAKE_TIMEOUT_MS / 1000}
         self._server = await self.loop.create_server(lambda: PeerLink(self), self.listen_host, self.listen_port,
-                                                     reuse_address=True)
+                                                     reuse_address=True, **tls)
         self.listen_port = self._server.sockets[0].getsockname()[1]
         for peer_id in self.peers:
             if self.node_id < peer_id:
@@ -179,11 +195,12 @@ class Transport:
 
     async def _dial_loop(self, peer_id: int) -> None:
         host, port = self.peers[peer_id]
+        tls = {} if self.client_ssl is None else {"ssl": self.client_ssl, "server_hostname": host}
+        timeout_s = (CONNECT_TIMEOUT_MS if self.client_ssl is None else TLS_CONNECT_TIMEOUT_MS) / 1000
         while not self._stopping:
             try:
                 _, link = await asyncio.wait_for(
-                    self.loop.create_connection(lambda: PeerLink(self, peer_id), host, port),
-                    CONNECT_TIMEOUT_MS / 1000)
+                    self.loop.create_connection(lambda: PeerLink(self, peer_id), host, port, **tls), timeout_s)
                 await link.closed
             except (OSError, asyncio.TimeoutError):
                 pass

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from litemq.testing.process import BrokerProcess, free_port
+from litemq.testing.process import HARNESS_OVERRIDES, BrokerProcess, distinct_free_port
 
 HOST = "127.0.0.1"
 STATUS_TIMEOUT_S = 1.0
@@ -86,13 +86,14 @@ def free_base_port(n: int, rpc_offset: int = 100, lo: int = 15000, hi: int = 320
     raise RuntimeError(f"no block of {n} free ports (+{rpc_offset}) found in {lo}..{hi}")
 
 
-def ask_status(host: str, rpc_port: int, timeout_s: float = STATUS_TIMEOUT_S) -> dict | None:
+def ask_status(host: str, rpc_port: int, timeout_s: float = STATUS_TIMEOUT_S, ssl_context=None) -> dict | None:
     """The ``status`` RPC answer of the broker at ``host:rpc_port``, or None when it does not
-    answer within ``timeout_s`` seconds (down, paused, still starting, or a malformed answer)."""
+    answer within ``timeout_s`` seconds (down, paused, still starting, or a malformed answer).
+    ``ssl_context``: an ``ssl.SSLContext`` when the RPC port runs inter-broker TLS."""
     from litemq.cluster.codec import rpc_call
 
     try:
-        answer = rpc_call(host, rpc_port, {"op": "status"}, timeout_s=timeout_s)
+        answer = rpc_call(host, rpc_port, {"op": "status"}, timeout_s=timeout_s, ssl_context=ssl_context)
     except Exception:  # noqa: BLE001 - any failure means "no answer from that node"
         return None
     return answer if isinstance(answer, dict) else None
@@ -109,7 +110,7 @@ def ready_view(statuses: Iterable[dict], n: int) -> dict | None:
 
 
 def wait_cluster_ready(rpc_addrs: Callable[[], dict[int, tuple[str, int]]], n: int, timeout_s: float = 30.0,
-                       check: Callable[[], None] | None = None) -> dict:
+                       check: Callable[[], None] | None = None, ssl_context=None) -> dict:
     """Poll ``status`` until some node reports a metadata leader and ``n`` live brokers.
 
     Args:
@@ -117,6 +118,7 @@ def wait_cluster_ready(rpc_addrs: Callable[[], dict[int, tuple[str, int]]], n: i
         n: live brokers required.
         timeout_s: seconds to wait.
         check: called every round; may raise to give up early (e.g. a process exited).
+        ssl_context: an ``ssl.SSLContext`` when the RPC ports run inter-broker TLS.
     Returns:
         the status answer that showed readiness.
     Raises:
@@ -128,7 +130,7 @@ def wait_cluster_ready(rpc_addrs: Callable[[], dict[int, tuple[str, int]]], n: i
         nonlocal last
         if check is not None:
             check()
-        last = {nid: ask_status(h, p) for nid, (h, p) in rpc_addrs().items()}
+        last = {nid: ask_status(h, p, ssl_context=ssl_context) for nid, (h, p) in rpc_addrs().items()}
         return ready_view((st for st in last.values() if st), n)
 
     return wait_for(ready, timeout_s, lambda: f"cluster not ready (want a metadata leader and {n} live brokers); "
@@ -176,15 +178,25 @@ class LocalCluster:
             :data:`litemq.testing.process.HARNESS_OVERRIDES`.
         base_port: 0 = free ports picked once; otherwise node i listens for clients on
             ``base_port + i - 1`` and for RPC on ``base_port + 100 + i - 1``.
+        listeners: listener names, e.g. ``{"PLAINTEXT": 0, "SSL": 0}`` (ports must be 0: each
+            node gets free ones, see :meth:`bootstrap`); replaces the one PLAINTEXT listener.
+            TLS listeners need ``ssl.*`` in ``overrides``; with
+            ``security.inter.broker.protocol=SSL`` the RPC ports run mutual TLS and this harness
+            asks ``status`` with the brokers' keystore (``rpc_ssl``).
 
     Ports and data dirs are kept across restarts. Use as a context manager or call
     :meth:`start` and :meth:`stop`.
     """
 
     def __init__(self, base_dir: str | Path, n: int = 3, overrides: dict[str, str] | None = None,
-                 base_port: int = 0) -> None:
+                 base_port: int = 0, listeners: dict[str, int] | None = None) -> None:
+        from litemq.config import BrokerConfig
+        from litemq.security.tls import rpc_client_context
+
         if n < 1:
             raise ValueError(f"a cluster needs at least one broker, not {n}")
+        if listeners and any(listeners.values()):
+            raise ValueError("LocalCluster listeners take port 0 (each node gets free ports)")
         self.base_dir = Path(base_dir)
         self.n = n
         ids = range(1, n + 1)
@@ -193,14 +205,24 @@ class LocalCluster:
             self.rpc_ports = {i: base_port + 100 + i - 1 for i in ids}
         else:
             taken: set[int] = set()
-            client_ports = {i: _distinct_free_port(taken) for i in ids}
-            self.rpc_ports = {i: _distinct_free_port(taken) for i in ids}
+            client_ports = {i: distinct_free_port(taken) for i in ids}
+            self.rpc_ports = {i: distinct_free_port(taken) for i in ids}
+        node_listeners = {i: None for i in ids}
+        if listeners:
+            taken = set(client_ports.values()) | set(self.rpc_ports.values())
+            for i in ids:
+                names = [name.upper() for name in listeners]
+                node_listeners[i] = {name: client_ports[i] if k == 0 else distinct_free_port(taken)
+                                     for k, name in enumerate(names)}
         self.brokers: dict[int, BrokerProcess] = {
             i: BrokerProcess(self.base_dir / f"node-{i}", port=client_ports[i], overrides=overrides,
                              log_path=self.base_dir / f"node-{i}" / "broker.log",
-                             extra_args=cluster_args(i, self.rpc_ports))
+                             extra_args=cluster_args(i, self.rpc_ports), listeners=node_listeners[i])
             for i in ids
         }
+        harness_config = BrokerConfig.from_sources(overrides={**HARNESS_OVERRIDES, **(overrides or {})})
+        self.rpc_ssl = rpc_client_context(harness_config)
+        """The ``ssl.SSLContext`` the harness asks ``status`` with (None without inter-broker TLS)."""
         self._paused: set[int] = set()
 
     # ------------------------------------------------------------------ processes
@@ -264,6 +286,10 @@ class LocalCluster:
         """Every broker's client address, comma-separated (dead ones included)."""
         return ",".join(self.brokers[i].bootstrap_servers for i in self.node_ids)
 
+    def bootstrap(self, listener: str | None = None) -> str:
+        """Every broker's address on ``listener`` (the first one when None), comma-separated."""
+        return ",".join(self.brokers[i].bootstrap(listener) for i in self.node_ids)
+
     def live_ids(self) -> list[int]:
         """Ids of brokers whose process runs and is not paused."""
         return [i for i in self.node_ids if self.brokers[i].alive() and i not in self._paused]
@@ -307,7 +333,7 @@ class LocalCluster:
         """
         from litemq.cluster.codec import rpc_call
 
-        return rpc_call(HOST, self.rpc_ports[node_id], {"op": "status"}, timeout_s=timeout_s)
+        return rpc_call(HOST, self.rpc_ports[node_id], {"op": "status"}, timeout_s=timeout_s, ssl_context=self.rpc_ssl)
 
     def statuses(self, exclude: Iterable[int] = ()) -> dict[int, dict]:
         """Status answers of the live brokers not in ``exclude`` that answer within 1 s."""
@@ -316,7 +342,7 @@ class LocalCluster:
         for nid in self.live_ids():
             if nid in skip:
                 continue
-            st = ask_status(HOST, self.rpc_ports[nid])
+            st = ask_status(HOST, self.rpc_ports[nid], ssl_context=self.rpc_ssl)
             if st is not None:
                 out[nid] = st
         return out
@@ -330,7 +356,7 @@ class LocalCluster:
             TimeoutError: not within ``timeout_s`` seconds (the last statuses are in the message).
         """
         return wait_cluster_ready(lambda: {i: (HOST, self.rpc_ports[i]) for i in self.live_ids()},
-                                  self.n, timeout_s)
+                                  self.n, timeout_s, ssl_context=self.rpc_ssl)
 
     def metadata_leader(self, timeout_s: float = 10.0) -> int:
         """Id of the metadata leader (as the live brokers' highest term reports it).
@@ -399,10 +425,3 @@ class LocalCluster:
                                              f"have no leader outside {sorted(skip)} (leaders so far: {found})")
         return found
 
-
-def _distinct_free_port(taken: set[int]) -> int:
-    while True:
-        port = free_port()
-        if port not in taken:
-            taken.add(port)
-            return port
