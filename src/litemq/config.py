@@ -182,10 +182,7 @@ class BrokerConfig:
 
     extra: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def advertised_listener(self) -> tuple[str, int]:
-        """(host, port) clients are told to connect to."""
-        return (self.advertised_host or self.listen_host, self.advertised_port or self.listen_port)
+    extra: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ listeners
     def security_protocol_map(self) -> dict[str, str]:
