@@ -182,8 +182,6 @@ class BrokerConfig:
 
     extra: dict[str, str] = field(default_factory=dict)
 
-    extra: dict[str, str] = field(default_factory=dict)
-
     # ------------------------------------------------------------------ listeners
     def security_protocol_map(self) -> dict[str, str]:
         """``listener.security.protocol.map`` parsed: upper-case listener name -> protocol.
