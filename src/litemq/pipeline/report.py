@@ -16,7 +16,21 @@ import pandas as pd
 
 from litemq.pipeline.sinks import load_aggregates, load_alerts
 
-__all__ = ["summarize", "build_report", "summary_table"]
+__all__ = ["summarize", "build_report", "summary_table", "sort_alerts", "small_multiples_figure", "top_templates_figure",
+           "ALERT_SEVERITY"]
+
+ALERT_SEVERITY: dict[str, tuple[int, str]] = {
+    "error_rate_jump": (0, "error"),
+    "template_jump": (1, "warning"),
+    "new_template": (2, "info"),
+}
+"""Alert type -> (rank, severity): the report lists alerts by rank, so the few error-rate and
+template jumps come before the many new-template notices."""
+_UNKNOWN_SEVERITY = (len(ALERT_SEVERITY), "info")
+MAX_ALERT_ROWS = 50
+"""Alerts listed in the report (the rest are counted; all are in ``alerts/``)."""
+LOG_SCALE_MIN_RATIO = 20
+"""The top-templates chart uses a log scale when its largest count is this many times its smallest."""
 
 
 def summarize(out_dir: str | Path) -> pd.DataFrame:
@@ -59,8 +73,20 @@ def _resample(w: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out, label
 
 
-def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, ylabel: str, title: str) -> None:
-    """One subplot per source, each on its own time axis (sources may be years apart)."""
+def _date_axis(ax, series: pd.DataFrame) -> None:
+    """Dates with the year on a time axis (sources may be years apart), with hours and minutes
+    when the data spans two days or less."""
+    from matplotlib.dates import AutoDateLocator, DateFormatter
+
+    span = (series["window_start"].max() - series["window_start"].min()).total_seconds() if len(series) else 0
+    ax.xaxis.set_major_locator(AutoDateLocator(minticks=3, maxticks=6))
+    ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M" if span <= 2 * 86400 else "%Y-%m-%d"))
+
+
+def small_multiples_figure(win: pd.DataFrame, sources: list[str], ycol, ylabel: str, title: str):
+    """One subplot per source, each on its own time axis (sources may be years apart); returns
+    the matplotlib Figure. A series with gaps (NaN: no lines in a period, so no error rate) is
+    drawn with a marker on every point, so an isolated value between gaps still shows."""
     import matplotlib.pyplot as plt
 
     n = len(sources)
@@ -69,8 +95,13 @@ def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, yl
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 2.3 * nrows + 0.6), squeeze=False)
     for ax, source in zip(axes.flat, sources):
         series, unit = _resample(win[win["source"] == source])
-        ax.plot(series["window_start"], ycol(series), lw=1, color="#4c72b0")
-        ax.fill_between(series["window_start"], ycol(series).fillna(0), alpha=0.2, color="#4c72b0")
+        y = ycol(series)
+        if y.isna().any():
+            ax.plot(series["window_start"], y, lw=0.8, color="#4c72b0", marker="o", markersize=2.5)
+        else:
+            ax.plot(series["window_start"], y, lw=1, color="#4c72b0")
+            ax.fill_between(series["window_start"], y, alpha=0.2, color="#4c72b0")
+        _date_axis(ax, series)
         ax.set_title(f"{source} (per {unit})", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=7)
         ax.tick_params(labelsize=6)
@@ -81,8 +112,47 @@ def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, yl
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, ylabel: str, title: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = small_multiples_figure(win, sources, ycol, ylabel, title)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def top_templates_figure(top: pd.DataFrame):
+    """Horizontal bars of the top templates' line counts, each labelled with its count; a log
+    scale when the counts span more than :data:`LOG_SCALE_MIN_RATIO` (one busy template would
+    flatten the others to nothing). Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(top) + 1.2))
+    labels = [f"{s}#{t}: {str(x)[:60]}" for s, t, x in zip(top["source"], top["template_id"], top["template"])]
+    counts = [int(c) for c in top["count"]]
+    log_scale = bool(counts) and min(counts) > 0 and max(counts) > LOG_SCALE_MIN_RATIO * min(counts)
+    bars = ax.barh(range(len(top)), counts, color="#4c72b0", log=log_scale)
+    ax.bar_label(bars, labels=[f"{c:,}" for c in counts], fontsize=6, padding=2)
+    ax.set_yticks(range(len(top)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.margins(x=0.12)
+    ax.set_xlabel("lines" + (" (log scale)" if log_scale else ""), fontsize=7)
+    ax.set_title(f"Top {len(top)} templates (lines)")
+    fig.tight_layout()
+    return fig
+
+
+def sort_alerts(alr: pd.DataFrame) -> pd.DataFrame:
+    """Alerts most severe first (:data:`ALERT_SEVERITY`), then by window and source, with a
+    ``severity`` column (``error``/``warning``/``info``)."""
+    out = alr.copy()
+    sev = [ALERT_SEVERITY.get(t, _UNKNOWN_SEVERITY) for t in out["alert_type"]]
+    out["_rank"] = [r for r, _ in sev]
+    out["severity"] = [name for _, name in sev]
+    out = out.sort_values(["_rank", "window_start", "source"], kind="stable")
+    return out.drop(columns="_rank").reset_index(drop=True)
 
 
 def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline report", top_n: int = 10,
@@ -131,13 +201,7 @@ def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline repor
         tot["template"] = [last_text.get((s, t)) for s, t in zip(tot["source"], tot["template_id"])]
         top = tot.sort_values(["count", "source", "template_id"], ascending=[False, True, True]).head(top_n * 2)
         top = top.head(top_n)
-        fig, ax = plt.subplots(figsize=(10, 0.45 * len(top) + 1.2))
-        labels = [f"{s}#{t}: {str(x)[:60]}" for s, t, x in zip(top["source"], top["template_id"], top["template"])]
-        ax.barh(range(len(top)), top["count"], color="#4c72b0")
-        ax.set_yticks(range(len(top)), labels, fontsize=7)
-        ax.invert_yaxis()
-        ax.set_title(f"Top {len(top)} templates (lines)")
-        fig.tight_layout()
+        fig = top_templates_figure(top)
         fig.savefig(rep / "top_templates.png", dpi=110)
         plt.close(fig)
         md += ["## Top templates", "", "![top templates](top_templates.png)", "", "| source | id | lines | template |",
@@ -167,13 +231,17 @@ def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline repor
     if alr.empty:
         md += ["No alerts.", ""]
     else:
-        md += [f"{len(alr)} alerts: " + ", ".join(f"{k} {v}" for k, v in alr["alert_type"].value_counts().items()),
-               "", "| window | source | type | message |", "|---|---|---|---|"]
-        for r in alr.sort_values("window_start").head(50).itertuples():
-            md.append(f"| {r.window_start:%Y-%m-%d %H:%M} | {r.source} | {r.alert_type} | "
+        ranked = sort_alerts(alr)
+        counts = ranked["alert_type"].value_counts(sort=False)
+        md += [f"{len(alr)} alerts: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+               + " (most severe first)", "", "| severity | window | source | type | message |", "|---|---|---|---|---|"]
+        for r in ranked.head(MAX_ALERT_ROWS).itertuples():
+            md.append(f"| {r.severity} | {r.window_start:%Y-%m-%d %H:%M} | {r.source} | {r.alert_type} | "
                       f"{str(r.message).replace('|', chr(92) + '|')[:200]} |")
-        if len(alr) > 50:
-            md.append(f"| … | | | {len(alr) - 50} more in `alerts/` |")
+        if len(alr) > MAX_ALERT_ROWS:
+            left = ranked.iloc[MAX_ALERT_ROWS:]["alert_type"].value_counts(sort=False)
+            md.append(f"| | … | | | {len(alr) - MAX_ALERT_ROWS} more in `alerts/`: "
+                      + ", ".join(f"{k} {v}" for k, v in left.items()) + " |")
         md.append("")
     md += ["## Files", "", "- `aggregates/windows/source=*/date=*/` per source and minute: lines, errors, warns, "
            "error rate, new templates, access-log requests/status classes/bytes/top paths",
