@@ -177,3 +177,32 @@ def test_topic_describe_names_config_sources(tmp_path):
     assert rows["segment.bytes"] == ["100000", "DYNAMIC_TOPIC_CONFIG"]
     assert rows["retention.ms"] == ["1000000", "STATIC_BROKER_CONFIG"]
     assert rows["cleanup.policy"] == ["delete", "DEFAULT_CONFIG"]
+
+
+def test_every_command_with_a_bootstrap_server_reads_the_variable():
+    """Every ``litemq`` command taking ``-b/--bootstrap-server`` (now and later ones) also reads
+    LITEMQ_BOOTSTRAP_SERVER, and the README's command table lists every top-level command."""
+    from pathlib import Path
+
+    import click
+
+    from litemq.cli.app import main
+
+    def walk(cmd: click.Command, path: str):
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, f"{path} {name}")
+
+    with_bootstrap = []
+    for path, cmd in walk(main, "litemq"):
+        for p in cmd.params:
+            if "--bootstrap-server" in getattr(p, "opts", []):
+                with_bootstrap.append(path)
+                assert p.envvar == "LITEMQ_BOOTSTRAP_SERVER", path
+    assert {"litemq topic create", "litemq produce", "litemq consume", "litemq group list",
+            "litemq ingest", "litemq pipeline run"} <= set(with_bootstrap)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "LITEMQ_BOOTSTRAP_SERVER" in readme
+    for name in main.commands:
+        assert f"`litemq {name}" in readme, f"README does not list `litemq {name}`"
