@@ -131,3 +131,24 @@ MAX_SECURITY_RECORD_BYTES = 512 * 1024
 """Largest metadata record (JSON bytes) one CreateAcls, DeleteAcls or AlterUserScramCredentials
 request may turn into: the metadata log takes batches up to ``message.max.bytes`` (~1 MiB by
 default). A larger request gets INVALID_REQUEST for each of its entries."""
+
+# ---------------------------------------------------------------- observability (metrics, HTTP)
+METRICS_LATENCY_WINDOW_SAMPLES = 1028
+"""Latency quantiles (p50/p99/p999 of a request API, of log flushes) are computed over the last
+this many observations of that series (Kafka's Yammer histograms keep a 1028-sample reservoir)."""
+METRICS_ISR_SAMPLE_INTERVAL_MS = 1000
+"""How often a broker compares the ISR size of each partition it leads with the previous sample
+to count ISR shrinks and expands (LiteMQ's ISR is derived from Raft progress, not stored)."""
+METRICS_MAX_TOPIC_SERIES = 10_000
+"""Topics with bytes/messages counters kept per broker; counters of deleted topics are dropped."""
+HTTP_MAX_REQUEST_BODY_BYTES = 16 * 1024 * 1024
+"""Largest HTTP request body (REST produce) the broker's HTTP port reads; larger answers 413."""
+HTTP_MAX_RECORDS_PER_PRODUCE = 10_000
+"""Records one REST produce request (concatenated JSON objects) may carry; more answers 400."""
+HTTP_MAX_CONSUME_RECORDS = 10_000
+"""Largest ``max_count`` of one HTTP consume request."""
+HTTP_MAX_CONSUME_BYTES = 8 * 1024 * 1024
+"""Fetch ``max_bytes`` of one HTTP consume request (the first batch is returned even if larger)."""
+HTTP_PEER_TIMEOUT_MS = 5_000
+"""An HTTP request that needs another broker (the partition leader, a group coordinator, a peer's
+counters) waits this long for its answer over the broker RPC port, then reports it unavailable."""

@@ -21,6 +21,7 @@ from litemq.broker.replica_manager import Partition, ReplicaManager
 from litemq.broker.server import Connection
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo
+from litemq.metrics import BrokerMetrics
 from litemq.config import TLS_PROTOCOLS, BrokerConfig, ListenerSpec
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.messages import request_spec
@@ -54,6 +55,7 @@ class BrokerRuntime:
         api_versions: api_key -> (min_version, max_version) advertised in ApiVersions.
         listeners: the configured listeners, in order (the first is the default one).
         ports: listener name -> bound port (after start).
+        metrics: this broker's :class:`~litemq.metrics.BrokerMetrics` (its own Prometheus registry).
 
     Raises:
         ValueError: bad listener or TLS settings (naming the setting), unreadable PEM files.
@@ -94,6 +96,7 @@ class BrokerRuntime:
         self._background: list[asyncio.Task] = []
         self.started_ms = int(time.time() * 1000)
         self.port = self.listeners[0].port
+        self.metrics = BrokerMetrics(self)
 
     # ------------------------------------------------------------ handlers
     def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
@@ -124,6 +127,7 @@ class BrokerRuntime:
 
         self.loop = asyncio.get_running_loop()
         self.replicas = ReplicaManager(self.loop, self.executor)
+        self.replicas.metrics = self.metrics
         logs = await self.loop.run_in_executor(self.executor, self.log_manager.load_all)
         if self.cluster is not None:
             await self.cluster.start(logs)

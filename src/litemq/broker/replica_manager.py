@@ -91,7 +91,7 @@ class Partition:
             return  # the running flush reschedules itself if more was appended meanwhile
         self._flush_running = True
         target = self.log.log_end_offset
-        fut = self._manager.loop.run_in_executor(self._manager.executor, self.log.flush)
+        fut = self._manager.loop.run_in_executor(self._manager.executor, timed_flush, self.log)
         fut.add_done_callback(lambda f: self._flush_done(f, target))
 
     def _flush_done(self, fut: asyncio.Future, target: int) -> None:
@@ -102,6 +102,8 @@ class Partition:
             self._offline = True
             self._fail_waiters(KafkaStorageError(f"fsync failed: {exc}"))
             return
+        if self._manager.metrics is not None:
+            self._manager.metrics.on_flush(fut.result())
         if self.log.config.durable:
             self._advance_high_watermark(target)
             if self.log.log_end_offset > target:
@@ -162,13 +164,24 @@ class Partition:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def timed_flush(plog: PartitionLog) -> float:
+    """``plog.flush()`` (in a worker thread); returns the seconds it took (log flush metrics)."""
+    started = time.perf_counter()
+    plog.flush()
+    return time.perf_counter() - started
+
+
 class ReplicaManager:
-    """The partitions this broker hosts, keyed by (topic, partition index)."""
+    """The partitions this broker hosts, keyed by (topic, partition index).
+
+    ``metrics`` (a :class:`litemq.metrics.BrokerMetrics`, set by the runtime) receives flush times.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: Executor) -> None:
         self.loop = loop
         self.executor = executor
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.metrics = None
 
     def add_partition(self, p: Partition) -> Partition:
         self.partitions[(p.topic, p.index)] = p

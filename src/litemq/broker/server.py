@@ -73,11 +73,12 @@ class RequestContext:
 class _Slot:
     """A response position in the connection's ordered output queue."""
 
-    __slots__ = ("parts", "ready")
+    __slots__ = ("parts", "ready", "started")
 
     def __init__(self) -> None:
         self.parts: list[Any] | None = None
         self.ready = False
+        self.started = time.perf_counter()  # request latency metrics (litemq.metrics)
 
 
 class Connection(asyncio.Protocol):
@@ -286,6 +287,7 @@ class Connection(asyncio.Protocol):
             self.abort(f"internal error encoding response: {exc}")
             return
         self._finish(slot, parts)
+        self.runtime.metrics.on_response(header.api_key, header.api_version, slot.started)
 
     def _new_slot(self) -> _Slot:
         slot = _Slot()

@@ -178,6 +178,10 @@ class RaftGroup:
         self._saved_hs = hs
         self._commit_dirty = False
         self.on_ready = on_ready
+        self.group_type = "metadata" if apply_entries else "partition"
+        """``group_type`` label of the Raft metrics (litemq.metrics)."""
+        self._seen_role: str | None = None
+        self._seen_leader: int | None = None
         cfg = RaftConfig(election_timeout_ticks=election_timeout_ticks, heartbeat_interval_ticks=1,
                          apply_entries=apply_entries)
         self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs)
@@ -337,11 +341,16 @@ class RaftGroup:
         else:
             self._finish(rd, late, None)
 
-    def _sync(self, log_sync: bool, hs: HardState | None) -> None:
+    def _sync(self, log_sync: bool, hs: HardState | None) -> float | None:
+        """fsync the log and/or the hard state (worker thread); returns the log flush's seconds."""
+        took = None
         if log_sync:
+            started = time.perf_counter()
             self.plog.flush()
+            took = time.perf_counter() - started
         if hs is not None:
             self.write_state(hs, sync=True)
+        return took
 
     def _finish(self, rd: Ready, late: list, fut) -> None:
         self._persisting = False
@@ -351,6 +360,15 @@ class RaftGroup:
             log.error("%s: fsync failed: %s; replica goes offline", self.group_id, fut.exception())
             self.failed = True
             return
+        metrics = getattr(getattr(self.host, "runtime", None), "metrics", None)
+        if metrics is not None:
+            if fut is not None and fut.result() is not None:
+                metrics.on_flush(fut.result())
+            if rd.soft_state is not None:
+                soft = rd.soft_state
+                metrics.on_raft_soft_state(self.group_type, self._seen_role, self._seen_leader,
+                                           soft.role.value, soft.leader_id)
+                self._seen_role, self._seen_leader = soft.role.value, soft.leader_id
         if rd.entries:
             self.view.stable_end = rd.entries[-1].end_offset
         if late:

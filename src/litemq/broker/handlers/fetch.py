@@ -112,7 +112,8 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
     return topics_out, total, error_seen, watched
 
 
-def _body(topics_out) -> dict:
+def _body(runtime, topics_out) -> dict:
+    runtime.metrics.on_fetch_response(topics_out)  # kafka_server_brokertopicmetrics_bytesout
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics_out}
 
 
@@ -132,7 +133,7 @@ def handle_fetch(ctx, req):
     topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
     max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
     if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
-        return _body(topics_out)
+        return _body(runtime, topics_out)
     return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable)
 
 
@@ -144,7 +145,7 @@ async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable)
         await runtime.replicas.wait_any(futures, deadline - loop.time())
         topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
         if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
-            return _body(topics_out)
+            return _body(runtime, topics_out)
 
 
 # ---------------------------------------------------------------- ListOffsets

@@ -62,6 +62,8 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
         if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             log.info("produce to %s-%d rejected: %s", topic, index, exc)
         return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
+    if not ai.duplicate:
+        runtime.metrics.on_produce(topic, len(records), ai.last_offset - ai.first_offset + 1)
     resp = {"index": index, "error_code": ErrorCode.NONE, "base_offset": ai.first_offset,
             "log_append_time_ms": ai.log_append_time_ms, "log_start_offset": p.log_start_offset,
             "record_errors": [], "error_message": None}
