@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything LiteMQ needs on a fresh Debian machine with Python 3.11 and Java 17:
-# Debian's kcat (a real Kafka client used by the tests) and the Python package with all extras.
+# Debian's kcat (a real Kafka client used by the tests), Debian's chromium (the web console's
+# tests drive it headless) and the Python package with all extras.
 #
 # Where the Python package goes: into the active virtualenv when run inside one; otherwise into
 # ./.venv, created here (stock Debian refuses pip installs into the system Python:
@@ -15,8 +16,11 @@ apt_install() {
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
-if ! command -v kcat >/dev/null 2>&1; then
-  apt_install kcat
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_install "${missing[@]}"
 fi
 PYTHON=python3
 if [ -z "${VIRTUAL_ENV:-}" ] && ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then

@@ -20,6 +20,9 @@ from litemq.limits import MAX_LISTENERS_PER_BROKER, MAX_PARTITIONS_PER_TOPIC, RA
 
 DEFAULT_PORT = 9092
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_HTTP_PORT = 8082
+"""The HTTP port's default (Confluent REST Proxy's and Redpanda's HTTP proxy port)."""
+DEFAULT_HTTP_LISTEN = f"127.0.0.1:{DEFAULT_HTTP_PORT}"
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's security protocols (``org.apache.kafka.common.security.auth.SecurityProtocol``)."""
@@ -47,7 +50,6 @@ class ListenerSpec:
     host: str
     port: int
     security_protocol: str
-
 
 
 @dataclass
@@ -179,6 +181,13 @@ class BrokerConfig:
     host; empty: no hostname check (Kafka's default is https)."""
     listener_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
     """``listener.name.<name>.<setting>`` values: upper-case listener name -> setting -> value."""
+
+    # observability (litemq.broker.http, docs/operations.md): /metrics, the web console and the
+    # REST API (Confluent REST Proxy v3 paths) on one HTTP port. LiteMQ setting, not Kafka's.
+    http_listen: str = DEFAULT_HTTP_LISTEN
+    """``HOST:PORT`` of the HTTP port (port 0 = ephemeral), or ``off``/empty for none. On by default
+    on loopback, like Redpanda's admin port; if the default address is taken the broker logs a
+    warning and runs without it, while an address set explicitly must be free."""
 
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -548,7 +557,6 @@ def check_bounds(cfg: BrokerConfig) -> None:
     """
     for attr in _BOUNDS_BY_ATTR:
         _check_bound(attr, getattr(cfg, attr))
-
 _NOT_SETTINGS = frozenset({"extra", "listener_overrides"})
 
 

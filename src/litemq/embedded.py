@@ -33,6 +33,9 @@ class Broker:
             settings in ``overrides`` (see ``docs/security.md``).
         overrides: broker settings by Kafka name (``{"ssl.client.auth": "required"}``), applied
             after ``settings``.
+        http_port: the HTTP port (``/metrics``, web console, REST API; :attr:`http_url`) on
+            ``host``: None = off (an embedded broker never takes ``litemq serve``'s default
+            8082 unless ``http.listen`` is set), 0 = a free one.
         **settings: broker settings with Kafka names, underscores for dots
             (``num_partitions=3``, ``auto_create_topics_enable=False``).
 
@@ -43,7 +46,7 @@ class Broker:
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1",
                  start: bool = True, listeners: dict[str, int] | None = None,
-                 overrides: dict[str, str] | None = None, **settings) -> None:
+                 overrides: dict[str, str] | None = None, http_port: int | None = None, **settings) -> None:
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="litemq-")
@@ -51,6 +54,7 @@ class Broker:
         kafka_settings = {k.replace("_", "."): str(v) for k, v in settings.items()}
         if listeners:
             kafka_settings["listeners"] = ",".join(f"{name}://{host}:{p}" for name, p in listeners.items())
+        kafka_settings.setdefault("http.listen", "off" if http_port is None else f"{host}:{http_port}")
         kafka_settings.update(overrides or {})
         self.host = host
         self.config = BrokerConfig.from_sources(overrides=kafka_settings, data_dir=Path(data_dir),
@@ -79,6 +83,11 @@ class Broker:
         """
         port = self.port if listener is None else self.runtime.ports[listener.upper()]
         return f"{self.host}:{port}"
+
+    @property
+    def http_url(self) -> str | None:
+        """``http://host:port`` of the HTTP port (``/metrics``, ``/console/``, ``/v3``), None when off."""
+        return self.runtime.http.url
 
     @property
     def bootstrap_servers(self) -> str:

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.broker.replica_manager import Partition, ReplicaManager
 from litemq.broker.server import Connection
@@ -56,6 +57,7 @@ class BrokerRuntime:
         listeners: the configured listeners, in order (the first is the default one).
         ports: listener name -> bound port (after start).
         metrics: this broker's :class:`~litemq.metrics.BrokerMetrics` (its own Prometheus registry).
+        http: the :class:`~litemq.broker.http.HttpServer` (``http.listen``: /metrics, console, REST).
 
     Raises:
         ValueError: bad listener or TLS settings (naming the setting), unreadable PEM files.
@@ -97,6 +99,7 @@ class BrokerRuntime:
         self.started_ms = int(time.time() * 1000)
         self.port = self.listeners[0].port
         self.metrics = BrokerMetrics(self)
+        self.http = HttpServer(self)  # /metrics, console, REST API (http.listen); ValueError if malformed
 
     # ------------------------------------------------------------ handlers
     def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
@@ -152,6 +155,12 @@ class BrokerRuntime:
                 server.close()
             raise
         self.port = self.ports[self.listeners[0].name]
+        try:
+            await self.http.start()
+        except OSError:
+            for server in self._servers:
+                server.close()
+            raise
         self._background.append(self.loop.create_task(self._housekeeping()))
         log.info("LiteMQ broker %d listening on %s (data dir %s)", self.config.node_id,
                  ", ".join(f"{s.name}://{s.host}:{self.ports[s.name]}" for s in self.listeners),
@@ -169,6 +178,7 @@ class BrokerRuntime:
 
     async def stop(self) -> None:
         """Stop accepting, close connections, flush and close every log (clean shutdown)."""
+        await self.http.stop()
         for server in self._servers:
             server.close()
         for conn in list(self.connections):

@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from litemq.config import DEFAULT_LISTEN, BrokerConfig, parse_host_port
+from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_LISTEN, BrokerConfig, parse_host_port
 
 err_console = Console(stderr=True)
 DEFAULT_BOOTSTRAP = DEFAULT_LISTEN
@@ -67,10 +67,13 @@ def main() -> None:
 @click.option("--num-partitions", type=int, default=None, help="Default partitions of new topics.")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="auto.create.topics.enable")
+@click.option("--http-listen", default=None, metavar="HOST:PORT|off",
+              help=f"HTTP port for /metrics, the web console and the REST API (http.listen) "
+                   f"[default {DEFAULT_HTTP_LISTEN}; port 0 = any free port; off = none].")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, overrides, num_partitions,
-          auto_create_topics, log_level) -> None:
+          auto_create_topics, http_listen, log_level) -> None:
     """Run one broker in the foreground until SIGTERM/SIGINT (clean shutdown)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _parse_kv(overrides, "--override")
@@ -107,6 +110,8 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
             raise CliError(str(exc)) from None
     if auto_create_topics is not None:
         cfg.auto_create_topics_enable = auto_create_topics
+    if http_listen is not None:
+        cfg.http_listen = http_listen
     try:
         cfg.validate()
         asyncio.run(_serve(cfg))
@@ -125,6 +130,8 @@ async def _serve(cfg: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     where = ", ".join(f"{s.name}://{s.host}:{runtime.ports[s.name]}" for s in runtime.listeners)
     print(f"LiteMQ broker {cfg.node_id} ready on {where}", flush=True)
+    if runtime.http.url is not None:
+        print(f"console {runtime.http.url}/console/ · metrics {runtime.http.url}/metrics", flush=True)
     await stop.wait()
     await runtime.stop()
 

@@ -31,7 +31,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from litemq.cluster.group import RaftGroup
 from litemq.cluster.image import (
@@ -113,6 +113,8 @@ class ClusterManager:
         self._tick_no = 0
         self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
+        self.rpc_ops: dict[str, Callable[[int, dict], Awaitable[dict]]] = {}
+        """More broker-to-broker RPC ops by name (the HTTP layer's API forwarding, litemq.broker.http)."""
 
     # ================================================================== lifecycle
     async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
@@ -717,6 +719,11 @@ class ClusterManager:
             if peer_id is None or peer_id < 0:
                 return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
             return await self._txn_rpc(op, req)
+        extra = self.rpc_ops.get(op) if isinstance(op, str) else None
+        if extra is not None:
+            if peer_id is None or peer_id < 0:
+                return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
+            return await extra(peer_id, req)
         return {"error": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
 
     async def _txn_rpc(self, op: str, req: dict) -> dict:

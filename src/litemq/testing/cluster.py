@@ -183,13 +183,15 @@ class LocalCluster:
             TLS listeners need ``ssl.*`` in ``overrides``; with
             ``security.inter.broker.protocol=SSL`` the RPC ports run mutual TLS and this harness
             asks ``status`` with the brokers' keystore (``rpc_ssl``).
+        http: give every broker an HTTP port (``/metrics``, console, REST API) on a free
+            loopback port (:meth:`http_url`); off otherwise.
 
     Ports and data dirs are kept across restarts. Use as a context manager or call
     :meth:`start` and :meth:`stop`.
     """
 
     def __init__(self, base_dir: str | Path, n: int = 3, overrides: dict[str, str] | None = None,
-                 base_port: int = 0, listeners: dict[str, int] | None = None) -> None:
+                 base_port: int = 0, listeners: dict[str, int] | None = None, http: bool = False) -> None:
         from litemq.config import BrokerConfig
         from litemq.security.tls import rpc_client_context
 
@@ -217,7 +219,8 @@ class LocalCluster:
         self.brokers: dict[int, BrokerProcess] = {
             i: BrokerProcess(self.base_dir / f"node-{i}", port=client_ports[i], overrides=overrides,
                              log_path=self.base_dir / f"node-{i}" / "broker.log",
-                             extra_args=cluster_args(i, self.rpc_ports), listeners=node_listeners[i])
+                             extra_args=cluster_args(i, self.rpc_ports), listeners=node_listeners[i],
+                             http_port=0 if http else None)
             for i in ids
         }
         harness_config = BrokerConfig.from_sources(overrides={**HARNESS_OVERRIDES, **(overrides or {})})
@@ -276,6 +279,14 @@ class LocalCluster:
     def node(self, node_id: int) -> BrokerProcess:
         """The process of broker ``node_id``. Raises KeyError for an unknown id."""
         return self.brokers[node_id]
+
+    def http_url(self, node_id: int) -> str:
+        """``http://127.0.0.1:PORT`` of broker ``node_id``'s HTTP port.
+
+        Raises:
+            KeyError: unknown node id. RuntimeError: the cluster was made without ``http=True``.
+        """
+        return self.node(node_id).http_url
 
     @property
     def node_ids(self) -> list[int]:

@@ -69,15 +69,19 @@ class BrokerProcess:
         listeners: listener name -> port on 127.0.0.1 (0 picks a free one once), e.g.
             ``{"PLAINTEXT": 0, "SSL": 0, "SASL_SSL": 0}``; replaces ``port`` (the broker gets
             ``listeners=NAME://127.0.0.1:PORT,...``). TLS listeners need ``ssl.*`` overrides.
+        http_port: the broker's HTTP port (``/metrics``, console, REST API) on 127.0.0.1: None =
+            off (unless ``overrides`` set ``http.listen``), 0 = a free one picked once (kept across
+            restarts).
 
     Attributes:
         ports: listener name -> port (``{"PLAINTEXT": port}`` without ``listeners``).
         port: the first listener's port.
+        http_port: the HTTP port, or None when off.
     """
 
     def __init__(self, data_dir: str | Path, port: int = 0, overrides: dict[str, str] | None = None,
                  log_path: str | Path | None = None, extra_args: list[str] | None = None,
-                 listeners: dict[str, int] | None = None) -> None:
+                 listeners: dict[str, int] | None = None, http_port: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.listeners_given = bool(listeners)
         if listeners:
@@ -87,6 +91,10 @@ class BrokerProcess:
             self.ports = {"PLAINTEXT": port or free_port()}
         self.port = next(iter(self.ports.values()))
         self.overrides = {**HARNESS_OVERRIDES, **(overrides or {})}
+        taken_ports = set(self.ports.values())
+        self.http_port = None if http_port is None else (http_port or distinct_free_port(taken_ports))
+        if "http.listen" not in self.overrides:  # a harness broker never takes the default 8082
+            self.overrides["http.listen"] = "off" if self.http_port is None else f"{HOST}:{self.http_port}"
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
@@ -95,6 +103,13 @@ class BrokerProcess:
     def bootstrap_servers(self) -> str:
         """``127.0.0.1:port`` of the first listener."""
         return f"{HOST}:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the HTTP port. Raises RuntimeError when it is off."""
+        if self.http_port is None:
+            raise RuntimeError("this BrokerProcess has no HTTP port (pass http_port=0)")
+        return f"http://{HOST}:{self.http_port}"
 
     def bootstrap(self, listener: str | None = None) -> str:
         """``127.0.0.1:port`` of ``listener`` (the first one when None). Raises KeyError."""
@@ -120,7 +135,7 @@ class BrokerProcess:
         log.close()
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            for port in self.ports.values():
+            for port in [*self.ports.values(), *([self.http_port] if self.http_port else [])]:
                 wait_for_port(HOST, port, max(deadline - time.monotonic(), 0.1))
         except TimeoutError:
             self.kill()

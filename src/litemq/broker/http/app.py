@@ -1,0 +1,146 @@
+"""The broker's HTTP port: ``/metrics``, the web console and the REST API, on the broker's loop.
+
+:class:`HttpServer` is an aiohttp application started and stopped with its
+:class:`~litemq.broker.broker.BrokerRuntime` (``http.listen``, ``litemq serve --http-listen``).
+It shares the broker's event loop, so handlers read broker state directly, and Kafka requests it
+makes run through the broker's handlers (:mod:`litemq.broker.http.inproc`).
+
+- ``GET /metrics``: Prometheus text (:mod:`litemq.metrics`); group lag is refreshed first.
+- ``/`` and ``/console/``: the web console (:mod:`litemq.broker.http.console`).
+- ``/v3/...``: REST Proxy v3 style API (:mod:`litemq.broker.http.rest`).
+
+Requests are ``User:ANONYMOUS`` for the ACLs. Errors under ``/v3`` and ``/console/api`` are JSON
+``{"error_code", "message"}``; a bug in a handler answers 500 with one log line and the broker
+keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from litemq import limits
+from litemq.broker.http import views
+from litemq.broker.http.console import Console
+from litemq.broker.http.inproc import register_rpc_ops
+from litemq.broker.http.rest import RestApi, RestError
+from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
+from litemq.metrics import CONTENT_TYPE
+
+if TYPE_CHECKING:
+    from litemq.broker.broker import BrokerRuntime
+
+log = logging.getLogger(__name__)
+
+DISABLED_VALUES = ("", "off", "none", "false", "disabled")
+"""``http.listen`` values that turn the HTTP port off."""
+
+
+def parse_http_listen(text: str) -> tuple[str, int] | None:
+    """``http.listen`` -> (host, port), or None when it is off.
+
+    Raises:
+        ValueError: naming ``http.listen``, when the value is not ``HOST:PORT`` (port 0..65535).
+    """
+    value = (text or "").strip()
+    if value.lower() in DISABLED_VALUES:
+        return None
+    try:
+        return parse_host_port(value, DEFAULT_HTTP_PORT)
+    except ValueError as exc:
+        raise ValueError(f"http.listen: bad value {value!r} ({exc}); expected HOST:PORT or off") from None
+
+
+class HttpServer:
+    """One broker's HTTP port (see the module docstring).
+
+    Attributes:
+        endpoint: (host, port) to bind, None when ``http.listen`` is off.
+        port: the bound port after :meth:`start` (None when off or not bound).
+
+    Raises:
+        ValueError: a malformed ``http.listen``.
+    """
+
+    def __init__(self, runtime: "BrokerRuntime") -> None:
+        self.runtime = runtime
+        self.endpoint = parse_http_listen(runtime.config.http_listen)
+        self._default = runtime.config.http_listen.strip() == DEFAULT_HTTP_LISTEN
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str | None:
+        """``http://host:port`` of the running HTTP port, else None."""
+        if self.port is None:
+            return None
+        host = self.endpoint[0] or "127.0.0.1"
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=limits.HTTP_MAX_REQUEST_BODY_BYTES, middlewares=[self._middleware])
+        app["runtime"] = self.runtime
+        app.add_routes([web.get("/metrics", self.metrics)])
+        app.add_routes(Console(self.runtime).routes())
+        app.add_routes(RestApi(self.runtime).routes())
+        return app
+
+    async def start(self) -> None:
+        """Bind and serve (nothing when off). A busy *default* address logs a warning and leaves
+        the port off; any other bind failure raises OSError naming ``http.listen``."""
+        register_rpc_ops(self.runtime)
+        if self.endpoint is None:
+            return
+        host, port = self.endpoint
+        runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host or None, port, reuse_address=True, backlog=128)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            if self._default:
+                log.warning("HTTP port off: cannot bind the default http.listen %s (%s); set http.listen "
+                            "(--http-listen HOST:PORT, or off) for /metrics, the console and the REST API",
+                            DEFAULT_HTTP_LISTEN, exc.strerror or exc)
+                return
+            raise OSError(exc.errno, f"http.listen {host}:{port}: {exc.strerror or exc}") from None
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        self.runtime.metrics.start()
+        log.info("HTTP port on %s: /metrics, console %s/console/, REST API %s/v3/clusters", self.url, self.url,
+                 self.url)
+
+    async def stop(self) -> None:
+        self.runtime.metrics.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        await views.refresh_group_lag(self.runtime)
+        return web.Response(body=self.runtime.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler):
+        route = request.match_info.route.resource
+        template = route.canonical if route is not None else "other"
+        json_errors = request.path.startswith(("/v3", "/console/api"))
+        try:
+            response = await handler(request)
+        except RestError as exc:
+            response = exc.response()
+        except web.HTTPException as exc:
+            if not json_errors or exc.status < 400:
+                self.runtime.metrics.on_http(request.method, template, exc.status)
+                raise
+            response = web.json_response({"error_code": exc.status, "message": exc.reason}, status=exc.status)
+        except Exception as exc:  # a handler bug must not take the broker down
+            log.exception("HTTP %s %s failed", request.method, request.path)
+            response = web.json_response({"error_code": 500, "message": f"internal error: {exc}"}, status=500)
+        self.runtime.metrics.on_http(request.method, template, response.status)
+        return response

@@ -1,0 +1,110 @@
+"""The web console: one static page (``static/console.html``, ``.js``, ``.css``; vanilla JS and
+SVG, nothing fetched from elsewhere) and the JSON endpoints it polls.
+
+- ``GET /console/api/overview``: cluster id, brokers, topics with per-partition leader, replicas,
+  ISR, log start offset and high watermark, consumer groups (state, coordinator, total lag).
+- ``GET /console/api/groups/{group}``: one group's members and per-partition lag.
+- ``GET /console/api/throughput``: cumulative per-topic bytes in/out and messages in summed
+  over every live broker, with the time; the page turns two samples into rates.
+
+The message browser reads records through the REST API's records endpoint
+(:mod:`litemq.broker.http.rest`). Everything is subject to the caller's ACLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from litemq.broker.http import views
+from litemq.broker.http.inproc import peer_counters
+from litemq.broker.http.rest import caller_of
+
+if TYPE_CHECKING:
+    from litemq.broker.broker import BrokerRuntime
+
+STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
+"""The console's files (package data of ``litemq.broker.http``) and their content types."""
+
+
+class Console:
+    """The console routes of one broker's HTTP port."""
+
+    def __init__(self, runtime: "BrokerRuntime") -> None:
+        self.runtime = runtime
+        root = resources.files("litemq.broker.http") / "static"
+        self._files = {name: (root / name).read_bytes() for name in STATIC_FILES}
+
+    def routes(self) -> list:
+        return [web.get("/", self.root), web.get("/console", self.root), web.get("/console/", self.page),
+                web.get("/console/static/{name}", self.static),
+                web.get("/console/api/overview", self.overview), web.get("/console/api/groups/{group}", self.group),
+                web.get("/console/api/throughput", self.throughput)]
+
+    async def root(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("/console/")
+
+    async def page(self, request: web.Request) -> web.Response:
+        return self._file("console.html")
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound()
+        return self._file(name)
+
+    def _file(self, name: str) -> web.Response:
+        return web.Response(body=self._files[name], content_type=STATIC_FILES[name], charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+    async def overview(self, request: web.Request) -> web.Response:
+        runtime = self.runtime
+        caller = caller_of(request)
+        topics = views.describable_topics(runtime, caller)
+        layout = {info.name: views.partitions(runtime, info) for info in topics}
+        tps = [(name, p["partition_index"]) for name, parts in layout.items() for p in parts]
+        offsets, groups = await asyncio.gather(views.partition_offsets(runtime, caller, tps),
+                                               views.list_groups(runtime, caller))
+        out_topics = []
+        for info in topics:
+            parts = []
+            for p in layout[info.name]:
+                o = offsets[(info.name, p["partition_index"])]
+                hw, start = o["high_watermark"], o["log_start_offset"]
+                parts.append({"partition": p["partition_index"], "leader": p["leader_id"],
+                              "replicas": list(p["replica_nodes"]), "isr": list(p["isr_nodes"]),
+                              "log_start_offset": start, "high_watermark": hw,
+                              "messages": max(0, hw - start) if hw >= 0 and start >= 0 else None})
+            out_topics.append({"name": info.name, "internal": info.internal, "partitions": parts,
+                               "replication_factor": len(info.assignments[0]) if info.assignments else 1,
+                               "messages": sum(p["messages"] or 0 for p in parts)})
+        lags = await asyncio.gather(*(views.describe_group(runtime, caller, g["group_id"]) for g in groups))
+        for g, d in zip(groups, lags):
+            g["members"] = len(d["members"])
+            g["lag"] = sum(o["lag"] for o in d["offsets"] if o["lag"] >= 0)
+        return web.json_response({"cluster_id": str(getattr(runtime.metadata, "cluster_id", "") or ""),
+                                  "node_id": runtime.config.node_id, "controller": runtime.controller_id(),
+                                  "brokers": views.brokers(runtime), "topics": out_topics, "groups": groups})
+
+    async def group(self, request: web.Request) -> web.Response:
+        g = await views.describe_group(self.runtime, caller_of(request), request.match_info["group"])
+        g["lag"] = sum(o["lag"] for o in g["offsets"] if o["lag"] >= 0)
+        return web.json_response(g)
+
+    async def throughput(self, request: web.Request) -> web.Response:
+        per_broker = await peer_counters(self.runtime)
+        visible = {info.name for info in views.describable_topics(self.runtime, caller_of(request))}
+        topics: dict[str, dict[str, int]] = {}
+        totals = {"bytes_in": 0, "bytes_out": 0, "messages_in": 0}
+        for counters in per_broker.values():
+            for kind in totals:
+                for topic, n in (counters.get(kind) or {}).items():
+                    if topic not in visible:
+                        continue
+                    topics.setdefault(topic, {k: 0 for k in totals})[kind] += int(n)
+                    totals[kind] += int(n)
+        now = max((int(c.get("time_ms", 0)) for c in per_broker.values()), default=0)
+        return web.json_response({"time_ms": now, "brokers": sorted(per_broker), "topics": topics, "totals": totals})

@@ -1,0 +1,300 @@
+// LiteMQ web console: polls the broker's JSON endpoints and renders tables and SVG charts.
+// Vanilla JS, no external resources. Query parameters: topic, partition, offset, timestamp, max
+// (open the message browser there), refresh_ms (polling period, default 3000).
+"use strict";
+
+const params = new URLSearchParams(window.location.search);
+const REFRESH_MS = Math.max(500, parseInt(params.get("refresh_ms") || "3000", 10) || 3000);
+const MAX_SAMPLES = 90;
+const state = { overview: null, samples: [], rates: [], nextOffset: null, browserStarted: false };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(c == null ? "" : String(c)));
+  return node;
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+function fmtBytes(n) {
+  if (n == null || isNaN(n)) return "–";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? Math.round(n) : n.toFixed(1)) + " " + units[i];
+}
+
+function fmtNum(n) {
+  if (n == null || isNaN(n)) return "–";
+  if (Math.abs(n) >= 100) return Math.round(n).toLocaleString("en");
+  return Number.isInteger(n) ? String(n) : String(Number(n.toPrecision(2)));
+}
+
+async function getJSON(url) {
+  const resp = await fetch(url, { cache: "no-store" });
+  const body = await resp.json();
+  if (!resp.ok) throw new Error(body.message || resp.statusText);
+  return body;
+}
+
+function setStatus(text, bad) {
+  const s = document.getElementById("status");
+  s.textContent = text;
+  s.style.color = bad ? "#ffb4ad" : "";
+}
+
+// ---------------------------------------------------------------- overview
+async function refreshOverview() {
+  const ov = await getJSON("/console/api/overview");
+  state.overview = ov;
+  document.getElementById("cluster-line").textContent =
+    `cluster ${ov.cluster_id} · ${ov.brokers.length} broker(s) · controller ${ov.controller} · served by broker ${ov.node_id}`;
+  renderBrokers(ov);
+  renderTopics(ov);
+  await renderGroups(ov);
+  fillBrowserChoices(ov);
+  document.body.dataset.overviewLoaded = "1";
+}
+
+function renderBrokers(ov) {
+  fill(document.querySelector("#brokers tbody"), ov.brokers.map(b => el("tr", {},
+    el("td", { class: "num" }, b.broker_id), el("td", {}, `${b.host}:${b.port}`),
+    el("td", { class: b.live ? "live" : "dead" }, b.live ? "live" : "down"),
+    el("td", {}, b.controller ? "controller" : ""))));
+}
+
+function visibleTopics(ov) {
+  const internal = document.getElementById("show-internal").checked;
+  return ov.topics.filter(t => internal || !t.internal);
+}
+
+function topicRate(name, kind) {
+  const last = state.rates[state.rates.length - 1];
+  return last && last.topics[name] ? last.topics[name][kind] : null;
+}
+
+function renderTopics(ov) {
+  const topics = visibleTopics(ov);
+  fill(document.querySelector("#topics tbody"), topics.map(t => el("tr", { class: "clickable", onclick: () => browse(t.name, 0) },
+    el("td", {}, t.name), el("td", { class: "num" }, t.partitions.length), el("td", { class: "num" }, t.replication_factor),
+    el("td", { class: "num" }, fmtNum(t.messages)), el("td", { class: "num" }, fmtBytes(topicRate(t.name, "bytes_in"))),
+    el("td", { class: "num" }, fmtBytes(topicRate(t.name, "bytes_out"))))));
+  const rows = [];
+  for (const t of topics) {
+    for (const p of t.partitions) {
+      rows.push(el("tr", { class: "clickable", onclick: () => browse(t.name, p.partition) },
+        el("td", {}, t.name), el("td", { class: "num" }, p.partition),
+        el("td", { class: p.leader >= 0 ? "" : "dead" }, p.leader >= 0 ? p.leader : "none"),
+        el("td", {}, p.replicas.join(", ")), el("td", {}, p.isr.join(", ")),
+        el("td", { class: "num" }, p.log_start_offset), el("td", { class: "num" }, p.high_watermark),
+        el("td", { class: "num" }, fmtNum(p.messages))));
+    }
+  }
+  fill(document.querySelector("#partitions tbody"), rows);
+}
+
+async function renderGroups(ov) {
+  fill(document.querySelector("#groups tbody"), ov.groups.map(g => el("tr", {},
+    el("td", {}, g.group_id), el("td", {}, g.state), el("td", { class: "num" }, g.members),
+    el("td", { class: "num" }, g.coordinator), el("td", { class: "num" + (g.lag > 0 ? " lag-high" : "") }, fmtNum(g.lag)))));
+  const details = await Promise.all(ov.groups.slice(0, 50).map(g =>
+    getJSON("/console/api/groups/" + encodeURIComponent(g.group_id)).catch(() => null)));
+  const rows = [];
+  for (const d of details) {
+    if (!d) continue;
+    for (const o of d.offsets) {
+      rows.push(el("tr", {},
+        el("td", {}, d.group_id), el("td", {}, o.topic), el("td", { class: "num" }, o.partition),
+        el("td", { class: "num" }, o.current_offset), el("td", { class: "num" }, o.log_end_offset),
+        el("td", { class: "num" + (o.lag > 0 ? " lag-high" : "") }, o.lag < 0 ? "?" : o.lag),
+        el("td", {}, o.client_id ? `${o.client_id} (${o.consumer_id.slice(0, 24)})` : "")));
+    }
+  }
+  fill(document.querySelector("#lags tbody"), rows);
+}
+
+// ---------------------------------------------------------------- throughput
+async function refreshThroughput() {
+  const s = await getJSON("/console/api/throughput");
+  const prev = state.samples[state.samples.length - 1];
+  state.samples.push(s);
+  if (state.samples.length > MAX_SAMPLES) state.samples.shift();
+  if (prev && s.time_ms > prev.time_ms) {
+    const dt = (s.time_ms - prev.time_ms) / 1000;
+    const rate = k => Math.max(0, (s.totals[k] - prev.totals[k]) / dt);
+    const topics = {};
+    for (const [name, c] of Object.entries(s.topics)) {
+      const p = prev.topics[name] || { bytes_in: 0, bytes_out: 0, messages_in: 0 };
+      topics[name] = {
+        bytes_in: Math.max(0, (c.bytes_in - p.bytes_in) / dt),
+        bytes_out: Math.max(0, (c.bytes_out - p.bytes_out) / dt),
+        messages_in: Math.max(0, (c.messages_in - p.messages_in) / dt),
+      };
+    }
+    state.rates.push({ t: s.time_ms, bytes_in: rate("bytes_in"), bytes_out: rate("bytes_out"), messages_in: rate("messages_in"), topics });
+    if (state.rates.length > MAX_SAMPLES) state.rates.shift();
+  }
+  drawChart(document.getElementById("chart-bytes"), [
+    { name: "in", key: "bytes_in" }, { name: "out", key: "bytes_out" }], fmtBytes);
+  drawChart(document.getElementById("chart-messages"), [{ name: "messages in", key: "messages_in" }], fmtNum);
+  document.body.dataset.throughputSamples = String(state.samples.length);
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+function svgEl(tag, attrs, text) {
+  const n = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+  if (text != null) n.textContent = text;
+  return n;
+}
+
+function drawChart(svg, series, fmt) {
+  const W = 520, H = 180, L = 64, R = 10, T = 22, B = 22;
+  const pts = state.rates;
+  const nodes = [];
+  let max = 0;
+  for (const s of series) for (const p of pts) max = Math.max(max, p[s.key]);
+  max = max > 0 ? max * 1.15 : 1;
+  for (let i = 0; i <= 4; i++) {
+    const y = T + (H - T - B) * (1 - i / 4);
+    nodes.push(svgEl("line", { class: "grid", x1: L, x2: W - R, y1: y, y2: y }));
+    nodes.push(svgEl("text", { x: L - 4, y: y + 3, "text-anchor": "end" }, fmt(max * i / 4)));
+  }
+  nodes.push(svgEl("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
+  nodes.push(svgEl("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  if (pts.length >= 1) {
+    const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1);
+    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
+    const y = v => T + (H - T - B) * (1 - v / max);
+    series.forEach((s, i) => {
+      const d = pts.map(p => `${x(p.t).toFixed(1)},${y(p[s.key]).toFixed(1)}`).join(" ");
+      nodes.push(svgEl(pts.length > 1 ? "polyline" : "circle",
+        pts.length > 1 ? { class: "s" + i, points: d } : { class: "s" + i, cx: x(pts[0].t), cy: y(pts[0][s.key]), r: 2 }));
+    });
+    nodes.push(svgEl("text", { x: L, y: H - 6 }, new Date(t0).toLocaleTimeString()));
+    nodes.push(svgEl("text", { x: W - R, y: H - 6, "text-anchor": "end" }, new Date(t1).toLocaleTimeString()));
+  } else {
+    nodes.push(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "collecting samples…"));
+  }
+  series.forEach((s, i) => {
+    const last = pts.length ? pts[pts.length - 1][s.key] : null;
+    nodes.push(svgEl("rect", { class: "legend" + i, x: L + 8 + i * 150, y: 6, width: 10, height: 10 }));
+    nodes.push(svgEl("text", { x: L + 22 + i * 150, y: 15 }, `${s.name}: ${last == null ? "–" : fmt(last)}/s`));
+  });
+  svg.replaceChildren(...nodes);
+}
+
+// ---------------------------------------------------------------- message browser
+function fillBrowserChoices(ov) {
+  const tsel = document.getElementById("b-topic");
+  const current = tsel.value || params.get("topic") || "";
+  const names = ov.topics.map(t => t.name);
+  if (tsel.options.length !== names.length || [...tsel.options].some((o, i) => o.value !== names[i])) {
+    tsel.replaceChildren(...names.map(n => el("option", { value: n }, n)));
+  }
+  if (names.includes(current)) tsel.value = current;
+  fillPartitions();
+}
+
+function fillPartitions() {
+  const ov = state.overview;
+  if (!ov) return;
+  const t = ov.topics.find(x => x.name === document.getElementById("b-topic").value);
+  const psel = document.getElementById("b-partition");
+  const want = psel.value || params.get("partition") || "0";
+  const count = t ? t.partitions.length : 0;
+  if (psel.options.length !== count) {
+    psel.replaceChildren(...Array.from({ length: count }, (_, i) => el("option", { value: String(i) }, String(i))));
+  }
+  if (Number(want) < count) psel.value = want;
+}
+
+function browse(topic, partition) {
+  document.getElementById("b-topic").value = topic;
+  fillPartitions();
+  document.getElementById("b-partition").value = String(partition);
+  document.getElementById("b-mode").value = "offset";
+  document.getElementById("b-from").value = "";
+  loadMessages(null);
+  document.getElementById("browser-section").scrollIntoView();
+}
+
+function renderData(d) {
+  if (!d) return el("span", { class: "muted" }, "null");
+  if (d.type === "JSON") return JSON.stringify(d.data);
+  if (d.type === "BINARY") return "base64:" + d.data;
+  return d.data;
+}
+
+function headerText(h) {
+  if (h.value == null) return `${h.name}=null`;
+  try { return `${h.name}=${atob(h.value)}`; } catch (e) { return `${h.name}=base64:${h.value}`; }
+}
+
+async function loadMessages(offset) {
+  const ov = state.overview;
+  const topic = document.getElementById("b-topic").value;
+  const partition = document.getElementById("b-partition").value || "0";
+  if (!ov || !topic) return;
+  const max = Math.min(1000, Math.max(1, parseInt(document.getElementById("b-max").value, 10) || 50));
+  const q = new URLSearchParams({ max_count: String(max), format: "auto" });
+  const from = document.getElementById("b-from").value.trim();
+  if (offset != null) q.set("offset", String(offset));
+  else if (from !== "" && document.getElementById("b-mode").value === "timestamp") {
+    const ms = /^\d+$/.test(from) ? Number(from) : Date.parse(from);
+    if (isNaN(ms)) { document.getElementById("b-info").textContent = "not a timestamp: " + from; return; }
+    q.set("timestamp", String(ms));
+  } else if (from !== "") q.set("offset", from);
+  const url = `/v3/clusters/${encodeURIComponent(ov.cluster_id)}/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?${q}`;
+  const info = document.getElementById("b-info");
+  try {
+    const res = await getJSON(url);
+    fill(document.querySelector("#messages tbody"), res.data.map(r => el("tr", {},
+      el("td", { class: "num" }, r.offset), el("td", {}, r.timestamp),
+      el("td", {}, renderData(r.key)), el("td", {}, renderData(r.value)),
+      el("td", {}, r.headers.map(headerText).join(", ")))));
+    state.nextOffset = res.next_offset;
+    document.getElementById("b-next").disabled = res.next_offset >= res.high_watermark;
+    info.textContent = `${topic}-${partition}: ${res.data.length} record(s); log start ${res.log_start_offset}, ` +
+      `high watermark ${res.high_watermark}, next offset ${res.next_offset}`;
+    document.body.dataset.messagesLoaded = "1";
+  } catch (e) {
+    info.textContent = "cannot read: " + e.message;
+  }
+}
+
+// ---------------------------------------------------------------- wiring
+async function tick() {
+  try {
+    await refreshThroughput();
+    await refreshOverview();
+    setStatus("updated " + new Date().toLocaleTimeString(), false);
+    if (!state.browserStarted && params.get("topic")) {
+      state.browserStarted = true;
+      if (params.get("timestamp")) {
+        document.getElementById("b-mode").value = "timestamp";
+        document.getElementById("b-from").value = params.get("timestamp");
+      } else if (params.get("offset")) {
+        document.getElementById("b-from").value = params.get("offset");
+      }
+      if (params.get("max")) document.getElementById("b-max").value = params.get("max");
+      await loadMessages(null);
+    }
+  } catch (e) {
+    setStatus("broker unreachable: " + e.message, true);
+  }
+  setTimeout(tick, REFRESH_MS);
+}
+
+document.getElementById("browse-form").addEventListener("submit", ev => { ev.preventDefault(); loadMessages(null); });
+document.getElementById("b-next").addEventListener("click", () => loadMessages(state.nextOffset));
+document.getElementById("b-topic").addEventListener("change", fillPartitions);
+document.getElementById("show-internal").addEventListener("change", () => state.overview && renderTopics(state.overview));
+tick();
