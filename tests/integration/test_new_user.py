@@ -134,6 +134,8 @@ def test_embedded_broker_bad_setting_is_a_value_error_naming_it(tmp_path):
 
     with pytest.raises(ValueError, match="^invalid value 0 for configuration log.segment.bytes: "):
         litemq.Broker(data_dir=tmp_path, log_segment_bytes=0)
+    with pytest.raises(ValueError, match="^invalid value -5 for configuration message.max.bytes: "):
+        litemq.Broker(data_dir=tmp_path, overrides={"message.max.bytes": "-5"})
     with pytest.raises(ValueError, match="^invalid value 0 for configuration num.partitions: "):
         litemq.Broker(data_dir=tmp_path, num_partitions=0)
 
