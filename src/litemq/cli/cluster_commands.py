@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from litemq.cli.main import CliError, _parse_kv
-from litemq.config import BrokerConfig
+from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
 
 STATE_FILE = "cluster.json"
@@ -124,9 +124,11 @@ def cluster() -> None:
 @data_dir_option
 @click.option("-o", "--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Broker setting for every node, e.g. -o broker.session.timeout.ms=2000 (repeatable).")
+@click.option("--http-base-port", type=click.IntRange(0, 65535 - 99), default=DEFAULT_HTTP_PORT, show_default=True,
+              help="HTTP port (/metrics, web console, REST API) of node 1; node i uses BASE+i-1; 0 = none.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds to wait for a metadata leader with all brokers live.")
-def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
+def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) -> None:
     """Start N brokers in the background and wait until the cluster is ready."""
     settings = _parse_kv(overrides, "--override")
     try:
@@ -143,10 +145,19 @@ def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
     ids = range(1, n + 1)
     ports = {i: base_port + i - 1 for i in ids}
     rpc_ports = {i: base_port + RPC_PORT_OFFSET + i - 1 for i in ids}
+    http_ports = {i: http_base_port + i - 1 for i in ids} if http_base_port and "http.listen" not in settings else {}
     busy = sorted(p for p in [*ports.values(), *rpc_ports.values()] if not port_is_free(p))
     if busy:
         raise CliError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} already in use; "
                        f"choose another --base-port")
+    busy = sorted(p for p in http_ports.values() if not port_is_free(p))
+    if busy:
+        message = (f"HTTP port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} already in use; "
+                   f"choose another --http-base-port (0 = no HTTP port)")
+        if click.get_current_context().get_parameter_source("http_base_port") != click.core.ParameterSource.DEFAULT:
+            raise CliError(message)
+        console.print(f"[yellow]warning:[/] {message}; starting without HTTP ports", highlight=False)
+        http_ports = {}
     data_dir.mkdir(parents=True, exist_ok=True)
     nodes = []
     for i in ids:
@@ -154,14 +165,15 @@ def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
         node_dir.mkdir(exist_ok=True)
         log_path = node_dir / "broker.log"
         args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(node_dir),
-                "--listen", f"{HOST}:{ports[i]}", *cluster_args(i, rpc_ports, HOST)]
+                "--listen", f"{HOST}:{ports[i]}", *cluster_args(i, rpc_ports, HOST),
+                "--http-listen", f"{HOST}:{http_ports[i]}" if i in http_ports else settings.get("http.listen", "off")]
         for k, v in settings.items():
             args += ["-o", f"{k}={v}"]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # detached: survives this command and Ctrl-C
         nodes.append({"node_id": i, "pid": proc.pid, "host": HOST, "port": ports[i], "rpc_port": rpc_ports[i],
-                      "data_dir": str(node_dir), "log": str(log_path)})
+                      "http_port": http_ports.get(i), "data_dir": str(node_dir), "log": str(log_path)})
     bootstrap = ",".join(f"{HOST}:{ports[i]}" for i in ids)
     _write_state(data_dir, {"nodes": nodes, "bootstrap_servers": bootstrap, "overrides": settings,
                             "started_at": time.time()})
@@ -189,6 +201,9 @@ def cluster_start(n, base_port, data_dir, overrides, timeout_s) -> None:
     console.print(f"cluster ready: {n} live broker{'s' if n > 1 else ''}, metadata leader {leader}")
     console.print(f"bootstrap servers: [bold]{bootstrap}[/]")
     console.print(f"  export LITEMQ_BOOTSTRAP_SERVER={bootstrap}", highlight=False)
+    if http_ports:
+        console.print(f"web console: http://{HOST}:{http_ports[1]}/console/ (metrics: "
+                      + ", ".join(f"http://{HOST}:{p}/metrics" for p in http_ports.values()) + ")", highlight=False)
 
 
 @cluster.command("stop")

@@ -1,0 +1,202 @@
+"""REST API (Confluent REST Proxy v3 paths) with curl-like requests (urllib): cluster and topic
+resources, produce (STRING/JSON/BINARY, headers, partition_id, keyed records on Kafka's default
+partition, several records in one request), reading back with confluent-kafka and with the
+HTTP records endpoint, Confluent's error bodies, and the ACLs of ``User:ANONYMOUS``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+from litemq.broker.http.rest import murmur2
+from litemq.testing.process import BrokerProcess
+from tests.observability.helpers import get_json, http, post_json
+
+TOPIC = "rest-t"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("rest") / "data", http_port=0) as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap_servers})
+        for fut in admin.create_topics([NewTopic(TOPIC, 3, 1)]).values():
+            fut.result(15)
+        yield proc
+
+
+def _cluster(broker) -> tuple[str, str]:
+    """(cluster id, cluster URL)."""
+    cid = get_json(broker.http_url + "/v3/clusters")["data"][0]["cluster_id"]
+    return cid, f"{broker.http_url}/v3/clusters/{cid}"
+
+
+def _read_all(bootstrap: str, topic: str, partition: int, count: int) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rest-reader", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, partition, 0)])
+    out = []
+    deadline = time.monotonic() + 20
+    while len(out) < count and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None and not msg.error():
+            out.append(msg)
+    c.close()
+    return out
+
+
+def test_cluster_topic_and_partition_resources(broker):
+    listing = get_json(broker.http_url + "/v3/clusters")
+    assert listing["kind"] == "KafkaClusterList" and len(listing["data"]) == 1
+    cid, url = _cluster(broker)
+    cluster = get_json(url)
+    assert cluster["kind"] == "KafkaCluster" and cluster["cluster_id"] == cid
+    assert cluster["controller"]["related"].endswith("/brokers/1")
+    brokers = get_json(url + "/brokers")["data"]
+    assert [(b["broker_id"], b["port"]) for b in brokers] == [(1, broker.port)]
+    topics = {t["topic_name"]: t for t in get_json(url + "/topics")["data"]}
+    assert topics[TOPIC]["partitions_count"] == 3 and topics[TOPIC]["is_internal"] is False
+    assert topics[TOPIC]["replication_factor"] == 1
+    topic = get_json(f"{url}/topics/{TOPIC}")
+    assert topic["kind"] == "KafkaTopic" and topic["metadata"]["resource_name"] == f"crn:///kafka={cid}/topic={TOPIC}"
+    parts = get_json(f"{url}/topics/{TOPIC}/partitions")["data"]
+    assert [p["partition_id"] for p in parts] == [0, 1, 2]
+    assert all(p["leader_id"] == 1 and p["log_start_offset"] == 0 for p in parts)
+    assert get_json(f"{url}/topics/{TOPIC}/partitions/2")["partition_id"] == 2
+
+
+def test_produce_types_headers_and_read_back(broker):
+    cid, url = _cluster(broker)
+    status, r1 = post_json(f"{url}/topics/{TOPIC}/records", {
+        "partition_id": 1, "headers": [{"name": "trace", "value": base64.b64encode(b"abc").decode()}],
+        "key": {"type": "STRING", "data": "user-1"}, "value": {"type": "STRING", "data": "héllo"}})
+    assert status == 200, r1
+    assert r1["error_code"] == 200 and r1["cluster_id"] == cid and r1["topic_name"] == TOPIC
+    assert r1["partition_id"] == 1 and r1["offset"] == 0
+    assert r1["key"] == {"type": "STRING", "size": 6} and r1["value"] == {"type": "STRING", "size": len("héllo".encode())}
+    assert r1["timestamp"].endswith("Z")
+    status, r2 = post_json(f"{url}/topics/{TOPIC}/records", {
+        "partition_id": 1, "value": {"type": "JSON", "data": {"order": 7, "items": ["a", "b"]}},
+        "timestamp": "2024-05-01T12:00:00.250Z"})
+    assert status == 200 and r2["offset"] == 1 and r2["timestamp"] == "2024-05-01T12:00:00.250Z"
+    raw = bytes(range(256))
+    status, r3 = post_json(f"{url}/topics/{TOPIC}/records", {
+        "partition_id": 1, "key": {"type": "BINARY", "data": base64.b64encode(b"\x00\x01").decode()},
+        "value": {"type": "BINARY", "data": base64.b64encode(raw).decode()}})
+    assert status == 200 and r3["offset"] == 2 and r3["value"] == {"type": "BINARY", "size": 256}
+
+    got = _read_all(broker.bootstrap_servers, TOPIC, 1, 3)
+    assert [(m.offset(), m.key(), m.value()) for m in got] == [
+        (0, b"user-1", "héllo".encode()), (1, None, b'{"order":7,"items":["a","b"]}'), (2, b"\x00\x01", raw)]
+    assert got[0].headers() == [("trace", b"abc")]
+    assert got[1].timestamp()[1] == 1714564800250
+
+    page = get_json(f"{url}/topics/{TOPIC}/partitions/1/records?offset=0&max_count=2")
+    assert page["kind"] == "KafkaRecordList" and page["next_offset"] == 2 and page["high_watermark"] == 3
+    first, second = page["data"]
+    assert first["key"] == {"type": "STRING", "data": "user-1"} and first["value"] == {"type": "STRING", "data": "héllo"}
+    assert first["headers"] == [{"name": "trace", "value": base64.b64encode(b"abc").decode()}]
+    assert second["timestamp"] == "2024-05-01T12:00:00.250Z" and second["key"] is None
+    rest = get_json(page["metadata"]["next"])
+    assert [r["offset"] for r in rest["data"]] == [2] and rest["data"][0]["value"]["type"] == "BINARY"
+    assert base64.b64decode(rest["data"][0]["value"]["data"]) == raw
+    as_json = get_json(f"{url}/topics/{TOPIC}/partitions/1/records?offset=1&max_count=1&format=json")
+    assert as_json["data"][0]["value"] == {"type": "JSON", "data": {"order": 7, "items": ["a", "b"]}}
+    as_binary = get_json(f"{url}/topics/{TOPIC}/partitions/1/records?offset=0&max_count=1&format=binary")
+    assert base64.b64decode(as_binary["data"][0]["key"]["data"]) == b"user-1"
+    # timestamp: the first offset whose timestamp is at or after it (ListOffsets), as Kafka's
+    # offsetsForTimes: record 0 (now) already qualifies for a time in 2024
+    by_time = get_json(f"{url}/topics/{TOPIC}/partitions/1/records?timestamp=1714564800250&max_count=5")
+    assert [r["offset"] for r in by_time["data"]] == [0, 1, 2]
+    future = get_json(f"{url}/topics/{TOPIC}/partitions/1/records?timestamp={2**62}")
+    assert future["data"] == [] and future["next_offset"] == 3
+
+
+def test_keyed_records_use_kafkas_default_partitioner_and_batches_answer_per_record(broker):
+    _, url = _cluster(broker)
+    keys = [f"customer-{i}" for i in range(12)]
+    assert all(murmur2(k.encode()) & 0xFFFFFFFF == kafka_python_murmur2(k.encode()) for k in keys)  # it is unsigned
+    body = "\n".join(json.dumps({"key": {"type": "STRING", "data": k}, "value": {"type": "STRING", "data": f"v{i}"}})
+                     for i, k in enumerate(keys))
+    status, _, raw = http("POST", f"{url}/topics/{TOPIC}/records", body)
+    assert status == 200
+    reports = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+    assert len(reports) == len(keys) and all(r["error_code"] == 200 for r in reports)
+    for k, r in zip(keys, reports):
+        assert r["partition_id"] == (kafka_python_murmur2(k.encode()) & 0x7FFFFFFF) % 3
+    # the same key from a Kafka client lands on the same partition (librdkafka's murmur2 partitioner)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "partitioner": "murmur2_random"})
+    delivered = []
+    p.produce(TOPIC, key=keys[0].encode(), value=b"from-client", on_delivery=lambda e, m: delivered.append(m))
+    p.flush(10)
+    assert delivered[0].partition() == reports[0]["partition_id"]
+    offsets = {}
+    for r in reports:
+        offsets.setdefault(r["partition_id"], []).append(r["offset"])
+    for offs in offsets.values():
+        assert offs == list(range(offs[0], offs[0] + len(offs)))  # one batch per partition, in order
+
+
+def test_error_bodies(broker):
+    cid, url = _cluster(broker)
+    cases = [
+        ("POST", f"{url}/topics/no-such-topic/records", {"value": {"type": "STRING", "data": "x"}}, 404, 404),
+        ("GET", f"{broker.http_url}/v3/clusters/not-{cid}/topics", None, 404, 404),
+        ("POST", f"{url}/topics/{TOPIC}/records", "{not json", 400, 400),
+        ("POST", f"{url}/topics/{TOPIC}/records", {"value": {"type": "AVRO", "data": {"a": 1}}}, 400, 400),
+        ("POST", f"{url}/topics/{TOPIC}/records", {"value": {"type": "BINARY", "data": "***"}}, 400, 400),
+        ("POST", f"{url}/topics/{TOPIC}/records", {"partition_id": 9, "value": {"type": "STRING", "data": "x"}},
+         404, 404),
+        ("GET", f"{url}/topics/{TOPIC}/partitions/0/records?offset=999999", None, 400, 400),
+        ("GET", f"{url}/topics/{TOPIC}/partitions/7/records", None, 404, 404),
+        ("GET", f"{url}/topics/{TOPIC}/partitions/0/records?max_count=0", None, 400, 400),
+        ("GET", f"{url}/no/such/path", None, 404, 404),
+    ]
+    for method, target, body, status, code in cases:
+        got, _headers, raw = http(method, target, body)
+        assert got == status, (target, got, raw[:300])
+        answer = json.loads(raw)
+        assert answer["error_code"] == code and answer["message"], (target, answer)
+    # a refused request leaves nothing behind
+    assert get_json(f"{url}/topics/{TOPIC}/partitions/0/records?offset=0")["high_watermark"] == \
+        get_json(f"{url}/topics/{TOPIC}/partitions/0")["high_watermark"]
+
+
+def test_http_requests_follow_the_acls_of_user_anonymous(tmp_path):
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "true"}
+    with BrokerProcess(tmp_path / "data", http_port=0, overrides=overrides) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        for fut in admin.create_topics([NewTopic(t, 1, 1) for t in ("open", "readonly", "hidden")]).values():
+            fut.result(15)
+        # once a topic has ACLs, allow.everyone.if.no.acl.found no longer applies to it (Kafka)
+        acls = [AclBinding(ResourceType.TOPIC, "readonly", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.TOPIC, "readonly", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                           AclOperation.WRITE, AclPermissionType.DENY),
+                AclBinding(ResourceType.TOPIC, "hidden", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.DENY)]
+        for fut in admin.create_acls(acls).values():
+            fut.result(15)
+        _, url = _cluster(broker)
+        names = {t["topic_name"] for t in get_json(url + "/topics")["data"]}
+        assert {"open", "readonly"} <= names and "hidden" not in names
+        assert http("GET", f"{url}/topics/hidden")[0] == 404
+        status, answer = post_json(f"{url}/topics/readonly/records", {"value": {"type": "STRING", "data": "no"}})
+        assert status == 403 and answer["error_code"] == 40301
+        status, answer = post_json(f"{url}/topics/open/records", {"value": {"type": "STRING", "data": "yes"}})
+        assert status == 200 and answer["offset"] == 0
+        assert get_json(f"{url}/topics/readonly/partitions/0")["high_watermark"] == 0  # READ implies DESCRIBE
+        assert get_json(f"{url}/topics/readonly/partitions/0/records")["data"] == []
