@@ -70,6 +70,8 @@ class PeerLink(asyncio.Protocol):
         self.decoder = FrameDecoder()
         self.closed = owner.loop.create_future()
         self._hello_seen = False
+        self.pending_rpcs: set[int] = set()
+        """Correlation ids of our RPCs sent on this link and not answered yet."""
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -80,6 +82,13 @@ class PeerLink(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.owner._unregister(self)
+        # Answers to RPCs sent here can no longer arrive: their callers learn it now (and
+        # retry elsewhere) instead of at their timeout.
+        for cid in self.pending_rpcs:
+            fut = self.owner._pending.pop(cid, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(ConnectionError(f"connection to broker {self.peer_id} lost"))
+        self.pending_rpcs.clear()
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -256,7 +265,8 @@ class Transport:
         """Send a JSON request to a peer and wait for its answer.
 
         Raises:
-            ConnectionError: not connected to ``peer_id``.
+            ConnectionError: not connected to ``peer_id``, or the connection was lost before
+                the answer came (at once, not at the timeout).
             asyncio.TimeoutError: no answer within ``timeout_s``.
         """
         link = self.links.get(peer_id)
@@ -268,7 +278,9 @@ class Transport:
         if not link.write(encode_frame(FRAME_RPC_REQUEST, [encode_rpc(cid, body)])):
             self._pending.pop(cid, None)
             raise ConnectionError(f"connection to broker {peer_id} is congested")
+        link.pending_rpcs.add(cid)
         try:
             return await asyncio.wait_for(fut, timeout_s)
         finally:
             self._pending.pop(cid, None)
+            link.pending_rpcs.discard(cid)
