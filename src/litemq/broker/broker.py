@@ -438,7 +438,8 @@ class BrokerRuntime:
         return [] if ep is None else [(self.config.node_id, *ep)]
 
     def controller_id(self) -> int:
-        """The metadata leader in a cluster (Kafka's active controller); this node otherwise."""
+        """The metadata leader in a cluster (Kafka's active controller) when clients can reach
+        it, else this broker (see ``ClusterManager.controller_id``); this node otherwise."""
         if self.cluster is not None:
-            return self.cluster.metadata_leader()
+            return self.cluster.controller_id()
         return self.config.node_id

@@ -780,6 +780,18 @@ class ClusterManager:
                 out.append((n, *ep))
         return out
 
+    def controller_id(self) -> int:
+        """The ``controller_id`` of Metadata and DescribeCluster answers: the metadata leader
+        when the same answer lists it (live and registered), else this broker. Never -1 and
+        never a broker the client cannot find: clients send admin requests to it, any broker
+        forwards them to the metadata leader (KIP-590), and while a cluster starts the leader
+        may be unknown or unregistered (Kafka in KRaft mode answers a random live broker;
+        librdkafka waits for a controller it can find until its request times out)."""
+        leader = self.metadata_leader()
+        if leader >= 0 and any(n == leader for n, _, _ in self.live_broker_endpoints()):
+            return leader
+        return self.node_id
+
     def status(self) -> dict:
         node = self.meta.node
         parts = []
