@@ -579,6 +579,11 @@ class ClusterManager:
         rf = int(args["replication_factor"])
         if rf == -1:
             rf = min(self.config.default_replication_factor, len(self._live_ids()))
+        elif args.get("internal"):
+            # __consumer_offsets/__transaction_state ask for their configured factor (3); fewer
+            # brokers give fewer replicas. Decided here, where the live brokers are known, not by
+            # the asking broker (which, while the cluster starts, may know of none but itself).
+            rf = min(rf, len(self._live_ids()))
         configs = dict(args.get("configs") or {})
         self.runtime.validate_topic_configs(configs)
         if args.get("assignments"):  # CreateTopics manual assignment: [[partition_index, [broker ids]], ...]

@@ -68,11 +68,11 @@ def ensure_internal_topic(runtime, name: str, num_partitions: int, replication_f
     info = runtime.metadata.topics.get(name)
     if info is not None:
         return info
-    rf = min(replication_factor, runtime.live_broker_count())
     configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-    if runtime.cluster is not None:
-        runtime.cluster.auto_create(name, num_partitions, rf, configs, internal=True)
+    if runtime.cluster is not None:  # the metadata leader caps the factor at its live brokers
+        runtime.cluster.auto_create(name, num_partitions, replication_factor, configs, internal=True)
         raise KafkaError(f"{name} is being created", E.COORDINATOR_NOT_AVAILABLE)
+    rf = min(replication_factor, runtime.live_broker_count())
     try:
         return runtime.create_topic(name, num_partitions, rf, configs, internal=True)
     except KafkaError as exc:
