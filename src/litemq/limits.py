@@ -99,6 +99,14 @@ MAX_PEER_WRITE_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes queued on one broker-to-broker connection before Raft messages for that peer are
 dropped (a paused or slow peer; Raft retransmits)."""
 
+ADMIN_RETRY_BACKOFF_MS = 100
+"""A metadata change forwarded to a metadata leader that is not connected yet, or that just lost
+its leadership, is asked again after this long (or as soon as the known leader changes)."""
+
+PRODUCER_ID_BLOCK_WAIT_MS = 2_000
+"""InitProducerId waits at most this long for a new producer-id block from the metadata leader
+(a cluster still electing one), then answers COORDINATOR_LOAD_IN_PROGRESS and the client retries."""
+
 MAX_TRANSACTIONAL_IDS = 100_000
 """Transactional ids one transaction coordinator keeps in memory; InitProducerId of a new id
 beyond this answers COORDINATOR_NOT_AVAILABLE."""

@@ -317,26 +317,30 @@ class BrokerRuntime:
     # ------------------------------------------------------------ topics, either mode
     async def create_topic_async(self, name: str, num_partitions: int, replication_factor: int,
                                  configs: dict[str, str], internal: bool = False,
-                                 assignments: list[tuple[int, list[int]]] | None = None) -> TopicInfo:
-        """:meth:`create_topic` on a single broker; through the metadata leader in a cluster."""
+                                 assignments: list[tuple[int, list[int]]] | None = None,
+                                 timeout_s: float | None = None) -> TopicInfo:
+        """:meth:`create_topic` on a single broker; through the metadata leader in a cluster,
+        waiting at most ``timeout_s`` seconds (CreateTopics ``timeout_ms``; None = the cluster's
+        default) and raising REQUEST_TIMED_OUT after it (the same for the two methods below)."""
         if self.cluster is None:
             return self.create_topic(name, num_partitions, replication_factor, configs, internal, assignments)
-        await self.cluster.admin("create_topic", name=name, num_partitions=num_partitions,
+        await self.cluster.admin("create_topic", timeout_s=timeout_s, name=name, num_partitions=num_partitions,
                                  replication_factor=replication_factor, configs=configs, internal=internal,
                                  assignments=[[i, list(ids)] for i, ids in assignments] if assignments else None)
         return self.metadata.topics[name]
 
-    async def delete_topic_async(self, name: str) -> TopicInfo:
+    async def delete_topic_async(self, name: str, timeout_s: float | None = None) -> TopicInfo:
         if self.cluster is None:
             return self.delete_topic(name)
         info = self.metadata.topics.get(name)
-        await self.cluster.admin("delete_topic", name=name)
+        await self.cluster.admin("delete_topic", timeout_s=timeout_s, name=name)
         return info
 
-    async def add_partitions_async(self, name: str, count: int, assignments: list[list[int]] | None = None) -> None:
+    async def add_partitions_async(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                   timeout_s: float | None = None) -> None:
         if self.cluster is None:
             return self.add_partitions(name, count, assignments)
-        await self.cluster.admin("create_partitions", name=name, count=count,
+        await self.cluster.admin("create_partitions", timeout_s=timeout_s, name=name, count=count,
                                  assignments=[list(ids) for ids in assignments] if assignments is not None else None)
 
     async def set_topic_configs_async(self, name: str, configs: dict[str, str]) -> None:

@@ -8,7 +8,11 @@ One :class:`ClusterManager` per broker in a replicated cluster (``litemq serve -
   producer-id blocks). Admin requests received by any broker are forwarded to the metadata
   leader (RPC ``admin``), which validates, proposes, waits for the commit and answers with the
   record's offset; the forwarding broker answers its client once it has applied that offset
-  itself (read-your-writes).
+  itself (read-your-writes). All of it is bounded by the request's own timeout (CreateTopics
+  ``timeout_ms``, else ``ADMIN_TIMEOUT_MS``): while no leader is known (a cluster starting, an
+  election) the forwarding broker waits for one, a leader that loses its leadership answers
+  "retry" at once and the forwarding broker asks the new one, and only when the time is up does
+  the client get REQUEST_TIMED_OUT (issue 12).
 - one **partition group** per hosted replica (voters = the replica assignment; the first
   replica campaigns at creation so leaders start balanced). Term = leader epoch, commit
   index + 1 = high watermark (:class:`~litemq.cluster.partition.ReplicatedPartition`).
@@ -33,6 +37,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from litemq import limits
 from litemq.cluster.group import RaftGroup
 from litemq.cluster.image import (
     ApplyResult,
@@ -63,7 +68,9 @@ log = logging.getLogger(__name__)
 META_GROUP = "__cluster_metadata"
 PRODUCER_ID_BLOCK_SIZE = 1000
 ADMIN_TIMEOUT_MS = 15_000
-MAX_REMEMBERED_RESULTS = 10_000
+"""How long a metadata change waits for the metadata leader when the request names no timeout
+(AlterConfigs, ACLs, producer-id blocks, auto-creation); CreateTopics, DeleteTopics and
+CreatePartitions wait their own ``timeout_ms``."""
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
 QUIESCE_AFTER_TICKS = 3
 LEADER_BALANCE_MAX_LAG_OFFSETS = 10_000
@@ -100,13 +107,19 @@ class ClusterManager:
         self._dirty: set[RaftGroup] = set()
         self._process_scheduled = False
         self._apply_waiters: list[tuple[int, asyncio.Future]] = []
-        self._results: dict[int, tuple[int, ApplyResult]] = {}
+        self._proposals: dict[int, tuple[int, asyncio.Future]] = {}
+        """Metadata leader: offset of a proposed entry -> (term, future of its result)."""
+        self._leader_waiters: list[asyncio.Future] = []
+        """Futures completed when the metadata group's role or known leader changes."""
+        self._heartbeat_now = asyncio.Event()
+        self._auto_creating: set[str] = set()
         self._last_seen: dict[int, float] = {}
+        self._leader_state_term = -1
         self._claims: dict[str, tuple[int, int]] = {}
         self._registering: set[int] = set()
         self._pid_next = 0
         self._pid_end = 0
-        self._pid_lock = asyncio.Lock()
+        self._pid_fetch: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._stopping = False
@@ -321,7 +334,6 @@ class ClusterManager:
             self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
             self.applied_offset = rd.snapshot.offset
             self._reconcile_replicas()
-        leader_now = self.meta.node.is_leader
         for e in rd.committed_entries:
             if e.kind == EntryKind.DATA:
                 try:
@@ -334,13 +346,21 @@ class ClusterManager:
                 for rec in recs:
                     result = self.image.apply(rec)
                     self._apply_side_effects(result)
-                if leader_now:
-                    self._results[e.last_offset] = (e.term, result)
-                    if len(self._results) > MAX_REMEMBERED_RESULTS:
-                        self._results.pop(next(iter(self._results)))
+                proposed = self._proposals.pop(e.last_offset, None)
+                if proposed is not None and not proposed[1].done():
+                    # Same offset and term: our entry (Raft log matching); else another leader's.
+                    proposed[1].set_result({"error": result.error, "message": result.message, "offset": e.last_offset}
+                                           if proposed[0] == e.term else {"retry": True})
             self.applied_offset = e.last_offset
         if rd.soft_state is not None:
             self._on_meta_role(rd.soft_state.role)
+            waiters, self._leader_waiters = self._leader_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self._heartbeat_now.set()  # tell a new leader about this broker at once
+        if self._proposals:
+            self._drop_lost_proposals()
         if self.applied_offset - self.meta.view.log_start_offset >= self.config.metadata_snapshot_interval_entries:
             self._take_snapshot()
         if self._apply_waiters:
@@ -354,11 +374,32 @@ class ClusterManager:
                     keep.append((off, fut))
             self._apply_waiters = keep
 
-    def _on_meta_role(self, role: Role) -> None:
-        if role is Role.LEADER:
+    def _drop_lost_proposals(self) -> None:
+        """Answer "retry" for every proposal that can no longer commit as proposed: this broker
+        lost the metadata leadership (or a new term began), or the log was applied past it
+        without it (a snapshot). The forwarding broker then proposes again through the new
+        leader instead of waiting for its timeout."""
+        node = self.meta.node
+        for offset, (term, fut) in list(self._proposals.items()):
+            if not node.is_leader or term != node.term or offset <= self.applied_offset:
+                del self._proposals[offset]
+                if not fut.done():
+                    fut.set_result({"retry": True})
+
+    def _leader_state(self) -> None:
+        """Start this term's liveness view as metadata leader (once per term): every voter and
+        registered broker counts as just seen. Called lazily, because requests can reach a new
+        leader before the Ready announcing its role is handled."""
+        term = self.meta.node.term
+        if self._leader_state_term != term:
+            self._leader_state_term = term
             now = self.loop.time()
             self._last_seen = {n: now for n in set(self.image.brokers) | set(self.voters)}
             self._claims = {}
+
+    def _on_meta_role(self, role: Role) -> None:
+        if role is Role.LEADER:
+            self._leader_state()
             log.info("broker %d is the metadata leader (term %d)", self.node_id, self.meta.node.term)
             if not self.image.cluster_id:
                 self._spawn(self._admin_local("init", {"cluster_id": uuid.uuid4().hex[:22]}))
@@ -492,24 +533,33 @@ class ClusterManager:
         return info.last_offset, self.meta.node.term
 
     async def _propose_and_wait(self, rec: dict, timeout_s: float) -> dict:
+        """Propose ``rec`` as metadata leader and wait until it is applied here.
+
+        Returns ``{"error", "message", "offset"}`` once applied, or ``{"retry": True}`` as soon
+        as it cannot commit as proposed (leadership lost, see :meth:`_drop_lost_proposals`) or
+        when ``timeout_s`` passes first."""
         try:
             offset, term = self._meta_propose(rec)
         except KafkaError:
             return {"retry": True}
+        fut = self.loop.create_future()
+        self._proposals[offset] = (term, fut)
         try:
-            await self.wait_applied(offset, timeout_s)
-        except KafkaError:
+            return await asyncio.wait_for(fut, max(timeout_s, 0.0))
+        except asyncio.TimeoutError:
             return {"retry": True}
-        t, result = self._results.pop(offset, (None, None))
-        if t != term or result is None:
-            return {"retry": True}  # replaced by another leader's entry: propose again
-        return {"error": result.error, "message": result.message, "offset": offset}
+        finally:
+            if self._proposals.get(offset, (None, None))[1] is fut:
+                del self._proposals[offset]
 
-    async def _admin_local(self, action: str, args: dict) -> dict:
-        """Metadata leader: validate ``action`` against the current image, propose, wait."""
+    async def _admin_local(self, action: str, args: dict, timeout_s: float = ADMIN_TIMEOUT_MS / 1000) -> dict:
+        """Metadata leader: validate ``action`` against the current image, propose, wait at most
+        ``timeout_s`` seconds for the commit. ``{"retry": True}`` when not the leader; a
+        deadline already passed proposes nothing (Kafka's controller expires the event)."""
         if not self.meta.node.is_leader:
             return {"retry": True}
-        timeout_s = ADMIN_TIMEOUT_MS / 1000
+        if timeout_s <= 0:
+            return {"error": ErrorCode.REQUEST_TIMED_OUT, "message": "the request's timeout passed before it ran"}
         img = self.image
         reply = None
         try:
@@ -564,7 +614,6 @@ class ClusterManager:
 
     def _create_topic_record(self, args: dict) -> dict:
         from litemq.cluster.metadata import validate_topic_name
-        from litemq import limits
 
         name = args["name"]
         validate_topic_name(name)
@@ -594,41 +643,75 @@ class ClusterManager:
         return {"type": "create_topic", "name": name, "topic_id": str(uuid.uuid4()), "configs": configs,
                 "internal": bool(args.get("internal", False)), "assignments": assignments}
 
-    async def admin(self, action: str, timeout_s: float = ADMIN_TIMEOUT_MS / 1000, **args) -> dict:
+    async def admin(self, action: str, timeout_s: float | None = None, **args) -> dict:
         """Run a metadata change through the metadata leader, wherever it is, and wait until
-        this broker has applied it.
+        this broker has applied it; every wait is bounded by ``timeout_s`` seconds in total
+        (None: ``ADMIN_TIMEOUT_MS``).
+
+        While no metadata leader is known (a cluster still starting, an election) it waits for
+        one; when the leader changes or loses its leadership mid-change it asks the new one
+        (KIP-590 forwarding: the broker, not the client, retries).
 
         Raises:
             KafkaError: the change's error (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...)
-                or REQUEST_TIMED_OUT when no metadata leader answered within ``timeout_s``.
+                or REQUEST_TIMED_OUT when no metadata leader committed it within ``timeout_s``
+                (at once, proposing nothing, when ``timeout_s`` <= 0, as Kafka's controller
+                expires a request whose deadline passed).
         """
+        if timeout_s is None:
+            timeout_s = ADMIN_TIMEOUT_MS / 1000
         deadline = self.loop.time() + timeout_s
         while True:
+            remaining = deadline - self.loop.time()
             leader = self.meta.node.leader_id
-            remaining = max(0.1, deadline - self.loop.time())
+            if remaining <= 0:
+                why = "no metadata leader is known" if leader is None else f"metadata leader {leader} did not commit it"
+                raise KafkaError(f"{action} timed out after {timeout_s:.1f}s: {why}", ErrorCode.REQUEST_TIMED_OUT)
+            if leader is None:
+                await self._wait_leader_change(remaining)
+                continue
             if leader == self.node_id:
-                res = await self._admin_local(action, args)
-            elif leader is not None:
+                res = await self._admin_local(action, args, remaining)
+            else:
+                req = {"op": "admin", "action": action, "args": args, "timeout_ms": int(remaining * 1000)}
                 try:
-                    res = await self.transport.rpc(leader, {"op": "admin", "action": action, "args": args}, remaining)
+                    res = await self.transport.rpc(leader, req, remaining)
                 except (ConnectionError, asyncio.TimeoutError):
                     res = {"retry": True}
-            else:
-                res = {"retry": True}
             if res.get("retry"):
-                if self.loop.time() >= deadline:
-                    raise KafkaError("no metadata leader available", ErrorCode.REQUEST_TIMED_OUT)
-                await asyncio.sleep(0.1)
+                # A leader that is not connected yet or just lost its leadership: ask again
+                # soon, or at once when the known leader changes.
+                await self._wait_leader_change(min(limits.ADMIN_RETRY_BACKOFF_MS / 1000, remaining))
                 continue
             if res.get("offset") is not None:
-                await self.wait_applied(int(res["offset"]), max(0.1, deadline - self.loop.time()))
+                await self.wait_applied(int(res["offset"]), max(0.0, deadline - self.loop.time()))
             if res.get("error"):
                 raise KafkaError(res.get("message") or ErrorCode(res["error"]).name, res["error"])
             return res
 
+    async def _wait_leader_change(self, timeout_s: float) -> None:
+        """Until the metadata group's role or known leader changes, at most ``timeout_s`` s."""
+        fut = self.loop.create_future()
+        self._leader_waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, max(timeout_s, 0.0))
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if not fut.done():
+                fut.cancel()
+            if fut in self._leader_waiters:
+                self._leader_waiters.remove(fut)
+
     def auto_create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                     configs: dict | None = None, internal: bool = False) -> None:
-        """Start creating ``name`` in the background (Metadata auto-create, ``__consumer_offsets``)."""
+        """Start creating ``name`` in the background (Metadata auto-create, ``__consumer_offsets``);
+        at most one creation of a name runs at a time (clients retry Metadata every few ms while
+        a cluster starts)."""
+        if name in self._auto_creating:
+            return
+        self._auto_creating.add(name)
+
         async def run():
             try:
                 await self.admin("create_topic", name=name, num_partitions=num_partitions,
@@ -636,21 +719,48 @@ class ClusterManager:
             except KafkaError as exc:
                 if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     log.info("auto-creating %s failed: %s", name, exc)
+            finally:
+                self._auto_creating.discard(name)
         self._spawn(run())
 
     async def allocate_producer_id(self) -> int:
-        """A producer id from this broker's block; a new block comes from the metadata log."""
-        async with self._pid_lock:
-            if self._pid_next >= self._pid_end:
-                res = await self.admin("producer_ids", node_id=self.node_id)
-                self._pid_next, self._pid_end = int(res["start"]), int(res["start"]) + int(res["count"])
-            pid = self._pid_next
-            self._pid_next += 1
-            return pid
+        """A producer id from this broker's block; a new block of ``PRODUCER_ID_BLOCK_SIZE``
+        comes from the metadata log, one request at a time however many callers wait for it.
+
+        Raises:
+            KafkaError(COORDINATOR_LOAD_IN_PROGRESS): no block within
+                ``limits.PRODUCER_ID_BLOCK_WAIT_MS`` (no metadata leader yet); the block request
+                goes on, and the client retries (Kafka 3.5+ ``RPCProducerIdManager`` answers so
+                at once while its next block is on the way).
+        """
+        deadline = self.loop.time() + limits.PRODUCER_ID_BLOCK_WAIT_MS / 1000
+        while self._pid_next >= self._pid_end:
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                raise KafkaError("no producer id block yet (the metadata leader has not answered)",
+                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            if self._pid_fetch is None or self._pid_fetch.done():
+                self._pid_fetch = self.loop.create_task(self._fetch_producer_id_block())
+                self._pid_fetch.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pid_fetch), remaining)
+            except asyncio.TimeoutError:
+                pass
+            except KafkaError as exc:
+                log.info("producer id block request failed: %s", exc)
+                await asyncio.sleep(min(limits.ADMIN_RETRY_BACKOFF_MS / 1000, max(0.0, remaining)))
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    async def _fetch_producer_id_block(self) -> None:
+        res = await self.admin("producer_ids", node_id=self.node_id)
+        self._pid_next, self._pid_end = int(res["start"]), int(res["start"]) + int(res["count"])
 
     # ================================================================== liveness
     def _live_ids(self) -> list[int]:
         if self.meta.node.is_leader:
+            self._leader_state()
             now = self.loop.time()
             timeout = self.config.broker_session_timeout_ms / 1000
             live = {n for n, t in self._last_seen.items() if now - t <= timeout}
@@ -659,6 +769,7 @@ class ClusterManager:
         return sorted(self.live_brokers)
 
     def _handle_heartbeat(self, req: dict) -> dict:
+        self._leader_state()
         node = int(req["node_id"])
         now = self.loop.time()
         self._last_seen[node] = now
@@ -687,6 +798,7 @@ class ClusterManager:
     async def _heartbeat_loop(self) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while True:
+            self._heartbeat_now.clear()
             host, port = self.runtime.advertised()
             endpoints = endpoints_to_json(self.runtime.advertised_endpoints())
             leaders = {gid: g.node.term for gid, g in self.groups.items()
@@ -705,7 +817,12 @@ class ClusterManager:
             if resp and "live" in resp:
                 self.live_brokers = set(int(n) for n in resp["live"]) | {self.node_id}
                 self.leaders = {g: (int(v[0]), int(v[1])) for g, v in resp["leaders"].items()}
-            await asyncio.sleep(interval)
+            # Next beat after the interval, or at once when a metadata leader appears or changes
+            # (a starting cluster registers every broker as soon as it has a leader).
+            try:
+                await asyncio.wait_for(self._heartbeat_now.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
 
     # ================================================================== RPC
     async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
@@ -717,7 +834,10 @@ class ClusterManager:
         if op == "admin":
             if peer_id is None or peer_id < 0:
                 return {"error": ErrorCode.INVALID_REQUEST, "message": "admin over RPC is for brokers"}
-            return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}))
+            timeout_ms = req.get("timeout_ms", ADMIN_TIMEOUT_MS)  # what the forwarding broker has left
+            if not isinstance(timeout_ms, int):
+                return {"error": ErrorCode.INVALID_REQUEST, "message": "admin timeout_ms is not an integer"}
+            return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}), timeout_ms / 1000)
         if op == "status":
             return self.status()
         if op in ("write_txn_markers", "verify_txn"):

@@ -43,6 +43,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 async def handle_create_topics(ctx, req) -> dict:
     runtime = ctx.runtime
+    deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
     names = [t.name for t in req.topics]
     creatable = set(names) if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER) else authorized_names(
@@ -78,7 +79,8 @@ async def handle_create_topics(ctx, req) -> dict:
                                  else runtime.config.num_partitions, replication_factor=1)
             else:
                 info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs,
-                                                        assignments=manual or None)
+                                                        assignments=manual or None,
+                                                        timeout_s=deadline - runtime.loop.time())
                 rf = len(info.assignments[0]) if info.assignments else 1
                 entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
@@ -98,6 +100,7 @@ async def handle_delete_topics(ctx, req) -> dict:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
+    deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
     for name, topic_id in wanted:
         entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
@@ -114,7 +117,7 @@ async def handle_delete_topics(ctx, req) -> dict:
             info = runtime.metadata.topics.get(name)
             if info is not None and info.internal:
                 raise KafkaError("cannot delete an internal topic", ErrorCode.INVALID_REQUEST)
-            info = await runtime.delete_topic_async(name)
+            info = await runtime.delete_topic_async(name, timeout_s=deadline - runtime.loop.time())
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
@@ -124,6 +127,7 @@ async def handle_delete_topics(ctx, req) -> dict:
 
 async def handle_create_partitions(ctx, req) -> dict:
     runtime = ctx.runtime
+    deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
     for t in req.topics:
         entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
@@ -143,7 +147,7 @@ async def handle_create_partitions(ctx, req) -> dict:
                     manual_partition_assignments(manual, info.num_partitions, t.count, rf,
                                                  runtime.registered_broker_ids(), runtime.registered_broker_ids())
             else:
-                await runtime.add_partitions_async(t.name, t.count, manual)
+                await runtime.add_partitions_async(t.name, t.count, manual, timeout_s=deadline - runtime.loop.time())
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
