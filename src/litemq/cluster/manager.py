@@ -252,6 +252,20 @@ class ClusterManager:
                     self.mark_dirty(g)
             self.transport.keepalive()
 
+    def on_peer_connected(self, peer_id: int) -> None:
+        """A broker-to-broker link to ``peer_id`` came up (called by the transport).
+
+        While no metadata leader is known, the lowest voter id asks for votes now rather than
+        after an election timeout: in a starting cluster its first campaign went to peers that
+        were not up yet, and nobody asks again for 1-2 election timeouts. PreVote makes this
+        harmless when a leader exists (its followers, in their lease, ignore the request)."""
+        node = self.meta.node if self.meta is not None else None
+        if (node is None or self._stopping or peer_id not in self.voters or self.node_id != min(self.voters)
+                or node.leader_id is not None or node.is_leader):
+            return
+        node.campaign()
+        self.mark_dirty(self.meta)
+
     def peer_alive(self, node_id: int) -> bool:
         """This broker, or a peer that is connected and was heard from within
         ``PEER_SILENCE_TICKS`` ticks (keepalives arrive every tick)."""

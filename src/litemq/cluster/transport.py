@@ -221,6 +221,7 @@ class Transport:
         if old is not None and old is not link and old.transport is not None:
             old.transport.close()
         log.info("connected to broker %d", link.peer_id)
+        self.manager.on_peer_connected(link.peer_id)
 
     def _unregister(self, link: PeerLink) -> None:
         if link.peer_id is not None and self.links.get(link.peer_id) is link:
