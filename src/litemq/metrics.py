@@ -21,6 +21,7 @@ is computed when ``/metrics`` is scraped (:meth:`render`), or by a 1 s ISR sampl
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from bisect import bisect_left
 from collections.abc import Iterable
@@ -39,6 +40,8 @@ from litemq.protocol.messages import api_name
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
+
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Content type of :meth:`BrokerMetrics.render` (Prometheus text exposition format 0.0.4)."""
@@ -218,7 +221,9 @@ class BrokerMetrics:
     # ------------------------------------------------------------ ISR sampling
     def sample_isr(self) -> None:
         """Compare each led partition's ISR size with the last sample: count shrinks/expands
-        (Kafka ``ReplicaManager.IsrShrinksPerSec``/``IsrExpandsPerSec``)."""
+        (Kafka ``ReplicaManager.IsrShrinksPerSec``/``IsrExpandsPerSec``). A partition seen led
+        for the first time is compared with its replica assignment, so a leader that starts (or
+        takes over) with a replica missing counts one shrink, as Kafka's would when it drops it."""
         replicas = self.runtime.replicas
         if replicas is None:
             return
@@ -230,8 +235,8 @@ class BrokerMetrics:
             size = len(isr_of())
             seen[key] = size
             before = self._isr_sizes.get(key)
-            if before is None:
-                continue
+            if before is None:  # first seen led: compare with the assignment (a new ISR is all of it)
+                before = len(p.replicas)
             if size < before:
                 self.isr_shrinks += 1
             elif size > before:
@@ -246,7 +251,10 @@ class BrokerMetrics:
     async def _sample_loop(self) -> None:
         while True:
             await asyncio.sleep(limits.METRICS_ISR_SAMPLE_INTERVAL_MS / 1000)
-            self.sample_isr()
+            try:
+                self.sample_isr()
+            except Exception:  # a metrics bug must not stop the sampler (nor the broker)
+                log.exception("ISR sampling failed")
 
     def stop(self) -> None:
         if self._sampler is not None:

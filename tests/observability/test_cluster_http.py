@@ -1,11 +1,15 @@
 """The HTTP port of every broker of a 3-broker cluster: REST produce and reads go to the partition
 leader whichever broker is asked, group lag is answered by any broker, ``/metrics`` shows Raft
 elections and leader changes, one active controller, each group's lag once (on its coordinator),
-and under-replicated partitions and ISR shrinks after a broker is killed."""
+every series docs/grafana-dashboard.json queries, and under-replicated partitions and ISR shrinks
+after a broker is killed."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -13,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from litemq.testing.cluster import LocalCluster, wait_for
 from tests.observability.helpers import get_json, post_json, scrape
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
 TOPIC = "ct"
 GROUP = "cg"
 
@@ -69,6 +74,12 @@ def test_http_port_on_every_broker_of_a_cluster(tmp_path):
         assert sum(m.get1("kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) or 0
                    for m in scrapes.values()) == 3
         assert sum(m.get1("kafka_server_replicamanager_underreplicatedpartitions") for m in scrapes.values()) == 0
+
+        # every series the Grafana dashboard queries is exported
+        exprs = [t["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for t in panel.get("targets", [])]
+        wanted = {name for e in exprs for name in re.findall(r"\b((?:kafka|litemq|process)_[a-z0-9_]+)", e)}
+        exported = {name for m in scrapes.values() for name, _ in m}
+        assert wanted and wanted <= exported, sorted(wanted - exported)
 
         # kill a broker that is not the controller: the leaders' ISRs shrink
         victim = next(n for n in ids if n != scrapes[ids[0]].get1("kafka_server_raft_metrics_current_leader"))
