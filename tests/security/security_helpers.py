@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 import ssl
 import time
+from dataclasses import dataclass
+from typing import Any
 
+from litemq.broker.acl_operations import AclOperation, ResourceType
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.records import build_batch
+from litemq.security.acls import AclPermissionType
 from litemq.security.credentials import SCRAM_MECHANISMS, salted_password
 from litemq.testing.wire import WireClient
 
@@ -23,6 +27,47 @@ RETRIABLE_COORDINATOR = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAIL
 AUTHORIZATION_CODES = frozenset({E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED,
                                  E.CLUSTER_AUTHORIZATION_FAILED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 API_VERSIONS_V3 = {"client_software_name": "litemq-security-test", "client_software_version": "1"}
+CLUSTER = "kafka-cluster"
+"""The one CLUSTER resource's name in ACLs."""
+FILTERED = "filtered"
+"""Refusal by omission: the resource is left out of a listing."""
+NO_OPERATIONS = "no-operations"
+"""Refusal of DescribeCluster's authorized operations: answered, with none of them (Kafka
+``AuthHelper.computeDescribeClusterResponse`` needs no ACL to answer)."""
+REFUSAL_CODE = {ResourceType.TOPIC: E.TOPIC_AUTHORIZATION_FAILED, ResourceType.GROUP: E.GROUP_AUTHORIZATION_FAILED,
+                ResourceType.CLUSTER: E.CLUSTER_AUTHORIZATION_FAILED,
+                ResourceType.TRANSACTIONAL_ID: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+@dataclass(frozen=True)
+class Need:
+    """One ACL an API or client operation needs: ``op`` on the cell's resource of ``rtype`` (the
+    cluster for CLUSTER). ``refusal``: what a caller without it gets (default: the resource
+    type's *_AUTHORIZATION_FAILED code), :data:`FILTERED` or :data:`NO_OPERATIONS`."""
+
+    rtype: ResourceType
+    op: AclOperation
+    refusal: Any = None
+
+    def expected(self):
+        return REFUSAL_CODE[self.rtype] if self.refusal is None else self.refusal
+
+
+def acl_rows(needs, case: str, principal: str, topic: str, group: str, txn: str) -> list[tuple]:
+    """The ACLs of one matrix cell for :meth:`AdminWire.create_acls`: ``allow`` gets exactly the
+    ALLOWs ``needs`` lists; ``deny<i>`` the same with the i-th replaced by a DENY of it plus an
+    ALLOW of ALL on that resource (a DENY must win)."""
+    names = {ResourceType.TOPIC: topic, ResourceType.GROUP: group, ResourceType.TRANSACTIONAL_ID: txn,
+             ResourceType.CLUSTER: CLUSTER}
+    out = []
+    for i, need in enumerate(needs):
+        name = names[need.rtype]
+        if case == f"deny{i}":
+            out += [(need.rtype, name, principal, need.op, AclPermissionType.DENY),
+                    (need.rtype, name, principal, AclOperation.ALL, AclPermissionType.ALLOW)]
+        else:
+            out.append((need.rtype, name, principal, need.op, AclPermissionType.ALLOW))
+    return out
 
 
 def password_of(user: str) -> str:

@@ -46,8 +46,12 @@ from litemq.testing.wire import WireClient, WireSaslError
 from tests.security.security_helpers import (
     API_VERSIONS_V3,
     AUTHORIZATION_CODES,
+    FILTERED,
+    NO_OPERATIONS,
     RETRIABLE_COORDINATOR,
     AdminWire,
+    Need,
+    acl_rows,
     connect,
     one_record_batch,
     password_of,
@@ -55,31 +59,10 @@ from tests.security.security_helpers import (
     scram_upsertion,
 )
 
-CLUSTER = "kafka-cluster"
-FILTERED = "filtered"
-"""Refusal by omission: the resource is left out of a listing."""
-NO_OPERATIONS = "no-operations"
-"""Refusal of DescribeCluster's authorized operations: answered, with the bitfield 0."""
-REFUSAL_CODE = {R.TOPIC: E.TOPIC_AUTHORIZATION_FAILED, R.GROUP: E.GROUP_AUTHORIZATION_FAILED,
-                R.CLUSTER: E.CLUSTER_AUTHORIZATION_FAILED, R.TRANSACTIONAL_ID: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 NOACL_USER = "noacl"
 SASL_ONLY_APIS = {17, 18}
 """Kafka answers these before authentication; everything else closes the connection."""
-
-
-@dataclass(frozen=True)
-class Need:
-    """One ACL an API needs: operation on the row's resource of ``rtype`` (the cluster for
-    CLUSTER). ``refusal``: the error code a caller without it gets (default: the resource type's
-    *_AUTHORIZATION_FAILED), :data:`FILTERED` or :data:`NO_OPERATIONS`."""
-
-    rtype: R
-    op: O
-    refusal: Any = None
-
-    def expected(self):
-        return REFUSAL_CODE[self.rtype] if self.refusal is None else self.refusal
 
 
 @dataclass
@@ -629,22 +612,11 @@ def _names(row: Row, case: str) -> tuple[str, str, str]:
 
 
 def _acl_rows() -> list[tuple]:
-    """Every cell's ACLs: ``allow`` gets exactly the row's needs; ``deny<i>`` the same with the
-    i-th replaced by a DENY of it plus an ALLOW of ALL on that resource."""
     out = []
     for row, case in CELLS:
-        if not case.startswith(("deny", "allow")):
-            continue
-        topic, group, txn = _names(row, case)
-        names = {R.TOPIC: topic, R.GROUP: group, R.TRANSACTIONAL_ID: txn, R.CLUSTER: CLUSTER}
-        principal = "User:" + row.user(case)
-        for i, need in enumerate(row.needs):
-            name = names[need.rtype]
-            if case == f"deny{i}":
-                out.append((need.rtype, name, principal, need.op, P.DENY))
-                out.append((need.rtype, name, principal, O.ALL, P.ALLOW))
-            else:
-                out.append((need.rtype, name, principal, need.op, P.ALLOW))
+        if case.startswith(("deny", "allow")):
+            topic, group, txn = _names(row, case)
+            out += acl_rows(row.needs, case, "User:" + row.user(case), topic, group, txn)
     return out
 
 
