@@ -157,6 +157,9 @@ HTTP_MAX_CONSUME_RECORDS = 10_000
 """Largest ``max_count`` of one HTTP consume request."""
 HTTP_MAX_CONSUME_BYTES = 8 * 1024 * 1024
 """Fetch ``max_bytes`` of one HTTP consume request (the first batch is returned even if larger)."""
+HTTP_LEADER_WAIT_MS = 3_000
+"""An HTTP produce or read of a partition whose leader this broker does not know yet (a new topic,
+an election in progress) waits this long for one (checked every 50 ms), then answers 503."""
 HTTP_PEER_TIMEOUT_MS = 5_000
 """An HTTP request that needs another broker (the partition leader, a group coordinator, a peer's
 counters) waits this long for its answer over the broker RPC port, then reports it unavailable."""

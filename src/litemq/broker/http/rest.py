@@ -288,7 +288,7 @@ class RestApi:
         info = self._describable(request, request.match_info["topic"])
         parts = views.partitions(self.runtime, info)
         offsets = await views.partition_offsets(self.runtime, caller_of(request),
-                                                [(info.name, p["partition_index"]) for p in parts])
+                                                [(info.name, p["partition_index"]) for p in parts], wait=True)
         data = [self._partition(request, info.name, p, offsets[(info.name, p["partition_index"])]) for p in parts]
         return web.json_response(self._list("KafkaPartitionList",
                                             f"{self._cluster_url(request)}/topics/{info.name}/partitions", data))
@@ -298,7 +298,7 @@ class RestApi:
         info = self._describable(request, request.match_info["topic"])
         index = self._partition_index(request, info)
         p = views.partitions(self.runtime, info)[index]
-        offsets = await views.partition_offsets(self.runtime, caller_of(request), [(info.name, index)])
+        offsets = await views.partition_offsets(self.runtime, caller_of(request), [(info.name, index)], wait=True)
         return web.json_response(self._partition(request, info.name, p, offsets[(info.name, index)]))
 
     async def list_groups(self, request: web.Request) -> web.Response:
@@ -363,11 +363,12 @@ class RestApi:
         tp = (info.name, index)
         if offset is None:
             err, found, _ = (await views.list_offsets(self.runtime, caller, [tp],
-                                                      timestamp if timestamp is not None else views.EARLIEST))[tp]
+                                                      timestamp if timestamp is not None else views.EARLIEST,
+                                                      wait=True))[tp]
             if err:
                 raise kafka_error(err, f"{info.name}-{index}")
             if found < 0:  # no record at or after the timestamp: start at the end
-                err, found, _ = (await views.list_offsets(self.runtime, caller, [tp], views.LATEST))[tp]
+                err, found, _ = (await views.list_offsets(self.runtime, caller, [tp], views.LATEST, wait=True))[tp]
                 if err:
                     raise kafka_error(err, f"{info.name}-{index}")
             offset = found
@@ -471,7 +472,7 @@ class RestApi:
         batch = build_batch([(r["key"], r["value"], r["headers"], r["timestamp"]) for r in recs])
         body = {"transactional_id": None, "acks": -1, "timeout_ms": self.runtime.config.request_timeout_ms,
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
-        leader = views.leader_of(self.runtime, topic, partition)
+        leader = await views.find_leader(self.runtime, topic, partition)
         try:
             if leader < 0:
                 raise PeerUnavailable(f"no leader for {topic}-{partition}")

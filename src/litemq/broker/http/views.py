@@ -72,6 +72,18 @@ def leader_of(runtime: "BrokerRuntime", topic: str, index: int) -> int:
     return runtime.cluster.leader_of(topic, index)[0]
 
 
+async def find_leader(runtime: "BrokerRuntime", topic: str, index: int) -> int:
+    """:func:`leader_of`, waiting up to :data:`limits.HTTP_LEADER_WAIT_MS` while none is known
+    (what a Kafka client does with a metadata refresh and a retry backoff); -1 after that."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.HTTP_LEADER_WAIT_MS / 1000
+    while True:
+        leader = leader_of(runtime, topic, index)
+        if leader >= 0 or loop.time() >= deadline:
+            return leader
+        await asyncio.sleep(0.05)
+
+
 def brokers(runtime: "BrokerRuntime") -> list[dict]:
     """Every registered broker: ``broker_id``, ``host``, ``port`` (first advertised listener),
     ``live``, ``controller`` (the metadata leader)."""
@@ -89,16 +101,19 @@ def brokers(runtime: "BrokerRuntime") -> list[dict]:
 
 # ------------------------------------------------------------------ offsets
 async def list_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[tuple[str, int]], timestamp: int,
-                       isolation_level: int = 0) -> dict[tuple[str, int], tuple[int, int, int]]:
+                       isolation_level: int = 0, wait: bool = False) -> dict[tuple[str, int], tuple[int, int, int]]:
     """ListOffsets on each partition's leader: (topic, partition) -> (error code, offset,
     timestamp). ``timestamp``: -2 earliest, -1 latest (the high watermark, or the last stable
     offset with ``isolation_level`` 1), or a time in ms (first offset at or after it; offset -1
-    when there is none). A leader that is unknown or does not answer gives
-    LEADER_NOT_AVAILABLE / REQUEST_TIMED_OUT."""
+    when there is none). A leader that is unknown (after :func:`find_leader` with ``wait``) or
+    does not answer gives LEADER_NOT_AVAILABLE / REQUEST_TIMED_OUT."""
     by_leader: dict[int, list[tuple[str, int]]] = {}
     out: dict[tuple[str, int], tuple[int, int, int]] = {}
-    for tp in tps:
-        leader = leader_of(runtime, *tp)
+    if wait:
+        found = await asyncio.gather(*(find_leader(runtime, *tp) for tp in tps))
+    else:
+        found = [leader_of(runtime, *tp) for tp in tps]
+    for tp, leader in zip(tps, found):
         if leader < 0:
             out[tp] = (ErrorCode.LEADER_NOT_AVAILABLE, -1, -1)
         else:
@@ -124,13 +139,14 @@ async def list_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[t
     return out
 
 
-async def partition_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[tuple[str, int]]
-                            ) -> dict[tuple[str, int], dict]:
+async def partition_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[tuple[str, int]],
+                            wait: bool = False) -> dict[tuple[str, int], dict]:
     """(topic, partition) -> ``{"log_start_offset", "high_watermark", "last_stable_offset",
-    "error_code"}`` from the partition leaders (offsets -1 when unknown)."""
-    start, end, stable = await asyncio.gather(list_offsets(runtime, caller, tps, EARLIEST),
-                                              list_offsets(runtime, caller, tps, LATEST),
-                                              list_offsets(runtime, caller, tps, LATEST, isolation_level=1))
+    "error_code"}`` from the partition leaders (offsets -1 when unknown; ``wait``: see
+    :func:`list_offsets`)."""
+    start, end, stable = await asyncio.gather(list_offsets(runtime, caller, tps, EARLIEST, wait=wait),
+                                              list_offsets(runtime, caller, tps, LATEST, wait=wait),
+                                              list_offsets(runtime, caller, tps, LATEST, isolation_level=1, wait=wait))
     out = {}
     for tp in tps:
         err = start[tp][0] or end[tp][0] or stable[tp][0]
@@ -293,12 +309,13 @@ async def read_records(runtime: "BrokerRuntime", caller: HttpCaller, topic: str,
     Raises:
         PeerUnavailable: the leader is another broker that did not answer.
     """
-    leader = leader_of(runtime, topic, partition)
+    leader = await find_leader(runtime, topic, partition)
     if leader < 0:
         return ReadResult([], offset, -1, -1, ErrorCode.LEADER_NOT_AVAILABLE)
     records: list[Record] = []
     hw = lso = -1
     position = offset
+    moved_leader = False
     for _ in range(limits.HTTP_MAX_CONSUME_RECORDS):  # every round moves on or stops
         body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": limits.HTTP_MAX_CONSUME_BYTES,
                 "isolation_level": 0,
@@ -309,6 +326,11 @@ async def read_records(runtime: "BrokerRuntime", caller: HttpCaller, topic: str,
             return ReadResult(records, position, hw, lso, resp.error_code)
         p = resp.responses[0].partitions[0]
         hw, lso = p.high_watermark, p.log_start_offset
+        if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and not moved_leader:
+            moved_leader = True  # this broker's view of the leader was stale: ask again once
+            await asyncio.sleep(0.05)
+            leader = await find_leader(runtime, topic, partition)
+            continue
         if p.error_code:
             return ReadResult(records, position, hw, lso, p.error_code)
         data = p.records
