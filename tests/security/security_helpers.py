@@ -133,9 +133,11 @@ class AdminWire:
     """The super user's connection: raw requests that create and read broker state. Every method
     asserts the request succeeded (these are the test's own setup and observations)."""
 
-    def __init__(self, port: int, ssl_context: ssl.SSLContext, mechanism: str = "PLAIN") -> None:
+    def __init__(self, port: int, ssl_context: ssl.SSLContext, mechanism: str = "PLAIN",
+                 user: str | None = ADMIN_USER, password: str | None = ADMIN_PASSWORD) -> None:
+        """``user`` None: no SASL (the connection's identity is its TLS client certificate)."""
         self.port, self.ssl_context = port, ssl_context
-        self.w = connect(port, ssl_context, ADMIN_USER, ADMIN_PASSWORD, mechanism)
+        self.w = connect(port, ssl_context, user, password, mechanism)
 
     def close(self) -> None:
         self.w.close()
