@@ -6,6 +6,7 @@
 const params = new URLSearchParams(window.location.search);
 const REFRESH_MS = Math.max(500, parseInt(params.get("refresh_ms") || "3000", 10) || 3000);
 const MAX_SAMPLES = 90;
+const RATE_WINDOW_MS = Math.max(10000, 3 * REFRESH_MS);
 const state = { overview: null, samples: [], rates: [], nextOffset: null, browserStarted: false };
 
 function el(tag, attrs, ...children) {
@@ -123,7 +124,9 @@ async function renderGroups(ov) {
 // ---------------------------------------------------------------- throughput
 async function refreshThroughput() {
   const s = await getJSON("/console/api/throughput");
-  const prev = state.samples[state.samples.length - 1];
+  // rate over the oldest sample of the last RATE_WINDOW_MS (like Prometheus' rate over a window),
+  // so one quiet poll interval does not draw a drop to zero
+  const prev = state.samples.find(x => s.time_ms - x.time_ms <= RATE_WINDOW_MS);
   state.samples.push(s);
   if (state.samples.length > MAX_SAMPLES) state.samples.shift();
   if (prev && s.time_ms > prev.time_ms) {
