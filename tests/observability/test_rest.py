@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from confluent_kafka.admin import (
 )
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from litemq import limits
 from litemq.broker.http.rest import murmur2
 from litemq.testing.process import BrokerProcess
 from tests.observability.helpers import get_json, http, post_json
@@ -169,6 +171,14 @@ def test_error_bodies(broker):
         assert got == status, (target, got, raw[:300])
         answer = json.loads(raw)
         assert answer["error_code"] == code and answer["message"], (target, answer)
+    too_big = b'{"value": {"type": "STRING", "data": "' + b"x" * limits.HTTP_MAX_REQUEST_BODY_BYTES + b'"}}'
+    got, _, raw = http("POST", f"{url}/topics/{TOPIC}/records", too_big)
+    assert got == 413 and json.loads(raw)["error_code"] == 413
+    with socket.create_connection(("127.0.0.1", broker.http_port)) as sock:  # not HTTP at all
+        sock.sendall(b"\x00\x01garbage\r\n\r\n")
+        sock.settimeout(10)
+        assert sock.recv(100).split(b"\r\n")[0] in (b"HTTP/1.0 400 Bad Request", b"HTTP/1.1 400 Bad Request")
+    assert get_json(url)["cluster_id"] == cid  # the port keeps serving
     # a refused request leaves nothing behind
     assert get_json(f"{url}/topics/{TOPIC}/partitions/0/records?offset=0")["high_watermark"] == \
         get_json(f"{url}/topics/{TOPIC}/partitions/0")["high_watermark"]
