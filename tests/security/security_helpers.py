@@ -146,9 +146,9 @@ class AdminWire:
         return self.w.request(api_key, version, body)
 
     # ------------------------------------------------------------ topics and records
-    def create_topic(self, name: str, partitions: int = 1) -> None:
-        r = self.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
-                                 "timeout_ms": 30000})
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1) -> None:
+        r = self.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions,
+                                             "replication_factor": replication_factor}], "timeout_ms": 30000})
         assert r.topics[0].error_code == E.NONE, (name, E(r.topics[0].error_code).name, r.topics[0].error_message)
 
     def partitions(self, name: str) -> int | None:
@@ -327,6 +327,14 @@ class AdminWire:
                 r = self.request(51, 0, {"deletions": [], "upsertions": batch[i:i + 200]})
                 bad = [(res.user, E(res.error_code).name, res.error_message) for res in r.results if res.error_code]
                 assert not bad, bad[:5]
+
+    def delete_scram(self, user: str, mechanisms=("SCRAM-SHA-256", "SCRAM-SHA-512")) -> None:
+        """Delete the user's credentials, one request per mechanism (a user once per request)."""
+        for m in mechanisms:
+            r = self.request(51, 0, {"deletions": [{"name": user, "mechanism": SCRAM_MECHANISMS[m][0]}],
+                                     "upsertions": []})
+            bad = [(res.user, E(res.error_code).name, res.error_message) for res in r.results if res.error_code]
+            assert not bad, bad
 
     def scram_user(self, user: str) -> tuple[int, list[int]]:
         """(error code, mechanism codes) of one user from DescribeUserScramCredentials."""
