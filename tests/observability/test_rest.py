@@ -9,6 +9,8 @@ import base64
 import json
 import socket
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -20,6 +22,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
@@ -210,3 +215,52 @@ def test_http_requests_follow_the_acls_of_user_anonymous(tmp_path):
         assert status == 200 and answer["offset"] == 0
         assert get_json(f"{url}/topics/readonly/partitions/0")["high_watermark"] == 0  # READ implies DESCRIBE
         assert get_json(f"{url}/topics/readonly/partitions/0/records")["data"] == []
+
+
+def test_http_basic_authentication_against_plain_and_scram_users(tmp_path):
+    """``Authorization: Basic`` proves a SASL/PLAIN (JAAS) or SCRAM user, whose ACLs then apply;
+    without it the request is User:ANONYMOUS; a wrong password answers 401."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_admin="admin-secret" user_alice="alice-secret";')
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": "User:admin", "plain.sasl.jaas.config": jaas}
+    with BrokerProcess(tmp_path / "data", http_port=0, overrides=overrides,
+                       listeners={"PLAINTEXT": 0, "SASL_PLAINTEXT": 0}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"),
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "admin", "sasl.password": "admin-secret"})
+        for fut in admin.create_topics([NewTopic("secure", 1, 1)]).values():
+            fut.result(15)
+        upsert = UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"bob-secret")
+        for fut in admin.alter_user_scram_credentials([upsert]).values():
+            fut.result(15)
+        acls = [AclBinding(ResourceType.TOPIC, "secure", ResourcePatternType.LITERAL, f"User:{user}", "*", op,
+                           AclPermissionType.ALLOW)
+                for user in ("alice", "bob") for op in (AclOperation.WRITE, AclOperation.READ)]
+        for fut in admin.create_acls(acls).values():
+            fut.result(15)
+        cid = get_json(broker.http_url + "/v3/clusters")["data"][0]["cluster_id"]
+        records = f"{broker.http_url}/v3/clusters/{cid}/topics/secure/records"
+        body = json.dumps({"value": {"type": "STRING", "data": "signed"}}).encode()
+
+        def post(auth: str | None) -> tuple[int, dict, dict]:
+            headers = {"Content-Type": "application/json"}
+            if auth is not None:
+                headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+            req = urllib.request.Request(records, data=body, method="POST", headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=20) as resp:
+                    return resp.status, dict(resp.headers), json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, dict(exc.headers), json.loads(exc.read())
+
+        status, _, answer = post(None)
+        assert status == 403 and answer["error_code"] == 40301  # User:ANONYMOUS has no ACL
+        assert post("alice:alice-secret")[0] == 200
+        assert post("bob:bob-secret")[0] == 200  # a SCRAM user
+        status, headers, answer = post("alice:wrong")
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic") and answer["error_code"] == 401
+        assert post("nobody:x")[0] == 401
+        status, _, page = http("GET", f"{broker.http_url}/v3/clusters/{cid}/topics/secure/partitions/0/records")
+        assert status == 404  # ANONYMOUS may not even see the topic

@@ -9,25 +9,39 @@ makes run through the broker's handlers (:mod:`litemq.broker.http.inproc`).
 - ``/`` and ``/console/``: the web console (:mod:`litemq.broker.http.console`).
 - ``/v3/...``: REST Proxy v3 style API (:mod:`litemq.broker.http.rest`).
 
-Requests are ``User:ANONYMOUS`` for the ACLs. Errors under ``/v3`` and ``/console/api`` are JSON
-``{"error_code", "message"}``; a bug in a handler answers 500 with one log line and the broker
-keeps serving.
+Requests are ``User:ANONYMOUS`` for the ACLs, or, with an ``Authorization: Basic`` header (RFC
+7617), the user whose password it proves: a SASL/PLAIN user of the broker's JAAS config
+(``plain.sasl.jaas.config``/``sasl.jaas.config``) or a SCRAM user (KIP-554 credentials), checked
+as a SASL/PLAIN exchange would be; a wrong password answers 401. Errors under ``/v3`` and
+``/console/api`` are JSON ``{"error_code", "message"}``; a bug in a handler answers 500 with one
+log line and the broker keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import logging
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from litemq import limits
+from litemq.broker.handlers.sasl import plain_users
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
 from litemq.broker.http.inproc import register_rpc_ops
 from litemq.broker.http.rest import RestApi, RestError
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
 from litemq.metrics import CONTENT_TYPE
+from litemq.security.principal import KafkaPrincipal
+from litemq.security.sasl import (
+    PlainAuthenticator,
+    SaslAuthenticationException,
+    SaslCredentialsError,
+    lookup_scram,
+)
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
@@ -51,6 +65,36 @@ def parse_http_listen(text: str) -> tuple[str, int] | None:
         return parse_host_port(value, DEFAULT_HTTP_PORT)
     except ValueError as exc:
         raise ValueError(f"http.listen: bad value {value!r} ({exc}); expected HOST:PORT or off") from None
+
+
+async def authenticate(runtime: "BrokerRuntime", header: str | None) -> KafkaPrincipal | None:
+    """The principal an ``Authorization`` header proves: None without a Basic header.
+
+    The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is: against the
+    broker-wide PLAIN JAAS users, then SCRAM credentials (PBKDF2 in the broker's thread pool).
+
+    Raises:
+        RestError(401): a malformed Basic header, or a wrong user name or password.
+    """
+    if not header or header[:6].lower() != "basic ":
+        return None
+    try:
+        user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, ValueError):
+        raise RestError(401, "Authorization: Basic needs base64 of user:password") from None
+    if not sep or not user or "\0" in user or "\0" in password:
+        raise RestError(401, "Authorization: Basic needs base64 of user:password")
+    try:
+        users = plain_users(runtime.config, None)
+    except ValueError:
+        users = {}
+    auth = PlainAuthenticator(users, lambda name, mechanism: lookup_scram(runtime, name, mechanism))
+    token = f"\0{user}\0{password}".encode()
+    try:
+        await asyncio.get_running_loop().run_in_executor(runtime.executor, auth.evaluate, token)
+    except (SaslAuthenticationException, SaslCredentialsError):
+        raise RestError(401, "Authentication failed: Invalid username or password") from None
+    return KafkaPrincipal("User", user)
 
 
 class HttpServer:
@@ -131,9 +175,14 @@ class HttpServer:
         template = route.canonical if route is not None else "other"
         json_errors = request.path.startswith(("/v3", "/console/api"))
         try:
+            principal = await authenticate(self.runtime, request.headers.get("Authorization"))
+            if principal is not None:
+                request["principal"] = principal
             response = await handler(request)
         except RestError as exc:
             response = exc.response()
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="LiteMQ", charset="UTF-8"'
         except web.HTTPException as exc:
             if not json_errors or exc.status < 400:
                 self.runtime.metrics.on_http(request.method, template, exc.status)

@@ -32,7 +32,7 @@ import base64
 import binascii
 import itertools
 import json
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -43,6 +43,7 @@ from litemq.broker.http import views
 from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
 from litemq.protocol.records import build_batch
+from litemq.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
     from litemq.broker.broker import BrokerRuntime
@@ -150,8 +151,9 @@ def _int_param(request: web.Request, name: str, default: int | None, lo: int, hi
 
 
 def caller_of(request: web.Request) -> HttpCaller:
-    """The principal of an HTTP request (``User:ANONYMOUS``) and its client address."""
-    return HttpCaller(request.app["runtime"], client_host=request.remote or "?")
+    """The principal of an HTTP request (``User:ANONYMOUS``, or the user HTTP Basic
+    authentication proved, see :func:`litemq.broker.http.app.authenticate`) and its address."""
+    return HttpCaller(request.app["runtime"], request.get("principal", ANONYMOUS), client_host=request.remote or "?")
 
 
 # ------------------------------------------------------------------ resources
