@@ -25,8 +25,9 @@ from litemq.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
-"""Kafka ``ConfigResource.Type`` ids (GROUP: KIP-848)."""
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 16, 32
+"""Kafka ``ConfigResource.Type`` ids (CLIENT_METRICS: KIP-714, GROUP: KIP-848). LiteMQ keeps no
+broker logger or client metrics configs: after authorization those answer INVALID_REQUEST."""
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 CONFIG_TYPE_INT = 3
 
@@ -226,9 +227,12 @@ def _check_group_alter(r, incremental: bool) -> None:
 _CONFIG_RESOURCE_ACL = {
     TOPIC_RESOURCE: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     BROKER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    BROKER_LOGGER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    CLIENT_METRICS_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     GROUP_RESOURCE: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
 }
-"""ConfigResource type -> (ACL resource type checked, error code when refused)."""
+"""ConfigResource type -> (ACL resource type checked, error code when refused); broker, broker
+logger and client metrics resources are checked on the cluster (Kafka ``KafkaApis``/``ConfigHelper``)."""
 
 
 def _config_access_error(ctx, operation: AclOperation, resource_type: int, resource_name: str) -> int:

@@ -7,7 +7,9 @@ operations (KIP-430) from :mod:`litemq.broker.authz`.
 Authorization (Kafka ``KafkaApis.handleTopicMetadataRequest``): a listing of all topics shows
 only those the caller may DESCRIBE; a named topic the caller may not DESCRIBE, or may not
 CREATE when it would be auto-created, is TOPIC_AUTHORIZATION_FAILED (whether or not it exists).
-DescribeCluster needs DESCRIBE on the cluster (KIP-700).
+DescribeCluster needs no ACL: as Kafka's ``AuthHelper.computeDescribeClusterResponse`` it always
+answers, and the cluster's authorized operations (DescribeCluster, Metadata v8-v10) are 0 for a
+caller without DESCRIBE on the cluster.
 """
 
 from __future__ import annotations
@@ -134,19 +136,21 @@ def handle_metadata(ctx, req) -> dict:
         "cluster_id": meta.cluster_id,
         "controller_id": runtime.controller_id(),
         "topics": topics_out,
-        "cluster_authorized_operations": authorized_operations(
-            ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, 8 <= v <= 10 and req.include_cluster_authorized_operations),
+        "cluster_authorized_operations": cluster_authorized_operations(
+            ctx, 8 <= v <= 10 and req.include_cluster_authorized_operations),
     }
+
+
+def cluster_authorized_operations(ctx, requested: bool) -> int:
+    """KIP-430 cluster operations field: INT32_MIN when not ``requested``, 0 without DESCRIBE on
+    the cluster, else every operation the caller may perform on it (Kafka ``KafkaApis``/``AuthHelper``)."""
+    if requested and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, requested)
 
 
 def handle_describe_cluster(ctx, req) -> dict:
     runtime = ctx.runtime
-    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "DESCRIBE on the cluster is not authorized", "endpoint_type": 1,
-                "cluster_id": runtime.metadata.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER,
-                                                                       CLUSTER_RESOURCE_NAME, False)}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -156,8 +160,7 @@ def handle_describe_cluster(ctx, req) -> dict:
         "controller_id": runtime.controller_id(),
         "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None}
                     for n, h, p in runtime.brokers(ctx.connection.listener_name)],
-        "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME,
-                                                               req.include_cluster_authorized_operations),
+        "cluster_authorized_operations": cluster_authorized_operations(ctx, req.include_cluster_authorized_operations),
     }
 
 

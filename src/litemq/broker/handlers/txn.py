@@ -17,9 +17,9 @@ and TxnOffsetCommit need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORI
 an idempotent InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic
 (KIP-679; CLUSTER_AUTHORIZATION_FAILED); AddPartitionsToTxn needs WRITE on each topic,
 AddOffsetsToTxn and TxnOffsetCommit READ on the group, TxnOffsetCommit READ on each topic;
-AddPartitionsToTxn v4+ (broker to broker) and WriteTxnMarkers need CLUSTER_ACTION on the
-cluster; DescribeProducers needs READ on the topic; DescribeTransactions DESCRIBE on the
-transactional id, and ListTransactions lists only those.
+AddPartitionsToTxn v4+ (broker to broker) needs only CLUSTER_ACTION on the cluster (no
+transactional id or topic ACL), WriteTxnMarkers too; DescribeProducers needs READ on the topic;
+DescribeTransactions DESCRIBE on the transactional id, and ListTransactions lists only those.
 """
 
 from __future__ import annotations
@@ -94,12 +94,15 @@ def _topic_results(topics: dict[str, set[int]], code_of) -> list[dict]:
 
 
 async def _add_one(ctx, transactional_id: str, producer_id: int, producer_epoch: int, topics: dict[str, set[int]],
-                   verify_only: bool) -> list[dict]:
+                   verify_only: bool, from_broker: bool = False) -> list[dict]:
     """One transaction of AddPartitionsToTxn: per-partition results (Kafka answers one error
-    for all, except UNKNOWN_TOPIC_OR_PARTITION with OPERATION_NOT_ATTEMPTED for the others)."""
-    if not _may_write_txn(ctx, transactional_id):
+    for all, except UNKNOWN_TOPIC_OR_PARTITION with OPERATION_NOT_ATTEMPTED for the others).
+
+    ``from_broker`` (v4+, authorized by CLUSTER_ACTION): no transactional id or topic WRITE
+    check, as Kafka's ``KafkaApis.handleAddPartitionsToTxnRequest`` (KIP-890)."""
+    if not from_broker and not _may_write_txn(ctx, transactional_id):
         return _topic_results(topics, lambda t, i: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+    writable = set(topics) if from_broker else authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
     if len(writable) < len(topics):
         return _topic_results(topics, lambda t, i: E.OPERATION_NOT_ATTEMPTED if t in writable
                               else E.TOPIC_AUTHORIZATION_FAILED)
@@ -132,7 +135,7 @@ async def handle_add_partitions_to_txn(ctx, req) -> dict:
     out = []
     for txn in req.transactions:
         results = await _add_one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                 _topics_of(txn.topics), txn.verify_only)
+                                 _topics_of(txn.topics), txn.verify_only, from_broker=True)
         out.append({"transactional_id": txn.transactional_id, "topic_results": results})
     return {"throttle_time_ms": 0, "error_code": E.NONE, "results_by_transaction": out}
 
