@@ -264,3 +264,20 @@ def test_http_basic_authentication_against_plain_and_scram_users(tmp_path):
         assert post("nobody:x")[0] == 401
         status, _, page = http("GET", f"{broker.http_url}/v3/clusters/{cid}/topics/secure/partitions/0/records")
         assert status == 404  # ANONYMOUS may not even see the topic
+
+
+def test_sasl_only_broker_refuses_anonymous_http(tmp_path):
+    """With every Kafka listener SASL (and no authorizer), the REST API needs Basic auth too:
+    anonymous requests answer 401, a PLAIN user is served, /metrics stays open for scrapers."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret";')
+    with BrokerProcess(tmp_path / "data", http_port=0, overrides={"plain.sasl.jaas.config": jaas},
+                       listeners={"SASL_PLAINTEXT": 0}) as broker:
+        status, _, answer = http("GET", broker.http_url + "/v3/clusters")
+        assert status == 401 and json.loads(answer)["error_code"] == 401
+        req = urllib.request.Request(broker.http_url + "/v3/clusters", headers={
+            "Authorization": "Basic " + base64.b64encode(b"alice:alice-secret").decode()})
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            assert resp.status == 200 and json.loads(resp.read())["data"][0]["cluster_id"]
+        with urllib.request.urlopen(broker.http_url + "/metrics", timeout=20) as resp:
+            assert resp.status == 200 and b"kafka_network_requestmetrics" in resp.read()

@@ -67,6 +67,18 @@ def parse_http_listen(text: str) -> tuple[str, int] | None:
         raise ValueError(f"http.listen: bad value {value!r} ({exc}); expected HOST:PORT or off") from None
 
 
+def anonymous_kafka_access(config) -> bool:
+    """True when some Kafka listener accepts a client without credentials: PLAINTEXT, or SSL
+    whose ``ssl.client.auth`` is not ``required``."""
+    for spec in config.listener_specs():
+        if spec.security_protocol == "PLAINTEXT":
+            return True
+        if spec.security_protocol == "SSL" and \
+                config.listener_setting(spec.name, "ssl.client.auth").lower() != "required":
+            return True
+    return False
+
+
 async def authenticate(runtime: "BrokerRuntime", header: str | None) -> KafkaPrincipal | None:
     """The principal an ``Authorization`` header proves: None without a Basic header.
 
@@ -112,6 +124,10 @@ class HttpServer:
         self.runtime = runtime
         self.endpoint = parse_http_listen(runtime.config.http_listen)
         self._default = runtime.config.http_listen.strip() == DEFAULT_HTTP_LISTEN
+        self.anonymous_allowed = anonymous_kafka_access(runtime.config)
+        """False when no Kafka listener lets an unauthenticated client in (all SASL, or SSL with
+        required client certificates): then the REST and console data endpoints need Basic auth
+        too, so the HTTP port is no way around the listeners' authentication."""
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
 
@@ -178,6 +194,9 @@ class HttpServer:
             principal = await authenticate(self.runtime, request.headers.get("Authorization"))
             if principal is not None:
                 request["principal"] = principal
+            elif json_errors and not self.anonymous_allowed:
+                raise RestError(401, "this broker's Kafka listeners require authentication: send "
+                                     "Authorization: Basic (a SASL/PLAIN or SCRAM user)")
             response = await handler(request)
         except RestError as exc:
             response = exc.response()
