@@ -186,6 +186,8 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
