@@ -325,6 +325,37 @@ def test_fetch_larger_than_one_mib_over_ssl(tls_broker, pki):
     assert read == values
 
 
+def test_fetch_larger_than_the_write_buffer_to_a_slow_reader_over_ssl(tls_broker, pki):
+    """A 40 MiB Fetch answer to a client that reads only after a pause overflows the TLS
+    transport's write buffer (pause_writing); the broker resumes when the client reads and the
+    whole answer arrives (the region writer waits for resume_writing, it must be woken)."""
+    from confluent_kafka import Producer
+
+    topic = _topic("slow-reader")
+    values = [os.urandom(512 * 1024) for _ in range(80)]  # 40 MiB, incompressible
+    p = Producer({"bootstrap.servers": tls_broker.bootstrap("PLAINTEXT"), "acks": "all",
+                  "message.max.bytes": 2_000_000, "linger.ms": 20})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(60) == 0
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 48 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": 0, "log_start_offset": -1,
+                                                        "partition_max_bytes": 48 << 20}]}]}
+    w = WireClient(HOST, tls_broker.ports["SSL"], ssl_context=pki.client_context(), timeout_s=60)
+    try:
+        w.send_raw(frames.encode_request(1, 11, 7, "slow-reader", body))
+        time.sleep(2.0)  # the broker fills the socket and its write buffer, then pauses
+        corr, resp = frames.decode_response(1, 11, w.read_frame())
+    finally:
+        w.close()
+    part = resp.responses[0].partitions[0]
+    assert corr == 7 and part.error_code == 0
+    got = [r.value for r in decode_records(part.records)]
+    assert [hashlib.sha256(v).digest() for v in got] == [hashlib.sha256(v).digest() for v in values]
+
+
 def test_embedded_broker_with_ssl_listener(pki, tmp_path):
     import litemq
     from kafka import KafkaAdminClient
