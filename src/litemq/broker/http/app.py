@@ -32,7 +32,7 @@ from litemq.broker.handlers.sasl import plain_users
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
 from litemq.broker.http.inproc import register_rpc_ops
-from litemq.broker.http.rest import RestApi, RestError
+from litemq.broker.http.rest import RUNTIME_KEY, RestApi, RestError
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
 from litemq.metrics import CONTENT_TYPE
 from litemq.security.principal import KafkaPrincipal
@@ -143,7 +143,7 @@ class HttpServer:
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=limits.HTTP_MAX_REQUEST_BODY_BYTES, middlewares=[self._middleware])
-        app["runtime"] = self.runtime
+        app[RUNTIME_KEY] = self.runtime
         app.add_routes([web.get("/metrics", self.metrics)])
         app.add_routes(Console(self.runtime).routes())
         app.add_routes(RestApi(self.runtime).routes())

@@ -61,6 +61,9 @@ CLIENT_KAFKA_ERRORS = frozenset({
 EMBEDDED_TYPES = ("BINARY", "STRING", "JSON")
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
 
+RUNTIME_KEY: "web.AppKey[BrokerRuntime]" = web.AppKey("runtime")
+"""The aiohttp application key holding the broker runtime an HTTP request is served by."""
+
 
 class RestError(Exception):
     """An error answer: HTTP ``status`` and Confluent ``error_code`` (= status unless given)."""
@@ -153,7 +156,7 @@ def _int_param(request: web.Request, name: str, default: int | None, lo: int, hi
 def caller_of(request: web.Request) -> HttpCaller:
     """The principal of an HTTP request (``User:ANONYMOUS``, or the user HTTP Basic
     authentication proved, see :func:`litemq.broker.http.app.authenticate`) and its address."""
-    return HttpCaller(request.app["runtime"], request.get("principal", ANONYMOUS), client_host=request.remote or "?")
+    return HttpCaller(request.app[RUNTIME_KEY], request.get("principal", ANONYMOUS), client_host=request.remote or "?")
 
 
 # ------------------------------------------------------------------ resources
