@@ -293,32 +293,47 @@ def test_plaintext_client_on_ssl_port_is_disconnected(tls_broker, pki):
     assert "on listener SSL: TLS handshake failed" in tls_broker.log_path.read_text()
 
 
-def test_fetch_larger_than_one_mib_over_ssl(tls_broker, pki):
-    """A Fetch answer of several MiB goes out through the TLS transport (asyncio's sendfile
-    falls back to read+write there) byte for byte."""
+def _produce_incompressible(broker, topic: str, count: int, size: int, flush_timeout_s: float) -> list[bytes]:
+    """``count`` random values of ``size`` bytes produced (acks=all) over PLAINTEXT, all
+    delivered within ``flush_timeout_s``; returns them."""
     from confluent_kafka import Producer
 
-    topic = _topic("big")
-    values = [os.urandom(100 * 1024) for _ in range(40)]  # 4 MiB, incompressible
-    p = Producer({"bootstrap.servers": tls_broker.bootstrap("PLAINTEXT"), "acks": "all",
-                  "message.max.bytes": 2_000_000, "linger.ms": 50})
+    values = [os.urandom(size) for _ in range(count)]
+    p = Producer({"bootstrap.servers": broker.bootstrap("PLAINTEXT"), "acks": "all",
+                  "message.max.bytes": 2_000_000, "linger.ms": 20})
     for v in values:
         p.produce(topic, v)
-    assert p.flush(30) == 0
-    w = WireClient(HOST, tls_broker.ports["SSL"], ssl_context=pki.client_context(), timeout_s=30)
-    try:
-        resp = w.request(1, 11, {
-            "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 16 << 20, "isolation_level": 0,
+    assert p.flush(flush_timeout_s) == 0
+    return values
+
+
+def _fetch_from_start(topic: str, max_bytes: int) -> dict:
+    """Fetch v11 body: partition 0 of ``topic`` from offset 0, at most ``max_bytes``."""
+    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
             "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
                                                         "fetch_offset": 0, "log_start_offset": -1,
-                                                        "partition_max_bytes": 16 << 20}]}]})
+                                                        "partition_max_bytes": max_bytes}]}]}
+
+
+def _assert_same_values(records: bytes, values: list[bytes]) -> None:
+    got = [r.value for r in decode_records(records)]  # CRC-checked
+    assert [hashlib.sha256(v).digest() for v in got] == [hashlib.sha256(v).digest() for v in values]
+
+
+def test_fetch_larger_than_one_mib_over_ssl(tls_broker, pki):
+    """A Fetch answer of several MiB goes out through the TLS transport (asyncio's sendfile
+    falls back to read+write there) byte for byte."""
+    topic = _topic("big")
+    values = _produce_incompressible(tls_broker, topic, 40, 100 * 1024, 30)  # 4 MiB
+    w = WireClient(HOST, tls_broker.ports["SSL"], ssl_context=pki.client_context(), timeout_s=30)
+    try:
+        resp = w.request(1, 11, _fetch_from_start(topic, 16 << 20))
     finally:
         w.close()
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0 and len(part.records) > 1 << 20
-    got = [r.value for r in decode_records(part.records)]  # CRC-checked
-    assert [hashlib.sha256(v).digest() for v in got] == [hashlib.sha256(v).digest() for v in values]
+    _assert_same_values(part.records, values)
     # and a real consumer over SSL with large fetches
     read = _ck_read(_ck_ssl(tls_broker, pki, **{"max.partition.fetch.bytes": 8 << 20, "fetch.max.bytes": 16 << 20}),
                     topic, len(values))
@@ -329,31 +344,18 @@ def test_fetch_larger_than_the_write_buffer_to_a_slow_reader_over_ssl(tls_broker
     """A 40 MiB Fetch answer to a client that reads only after a pause overflows the TLS
     transport's write buffer (pause_writing); the broker resumes when the client reads and the
     whole answer arrives (the region writer waits for resume_writing, it must be woken)."""
-    from confluent_kafka import Producer
-
     topic = _topic("slow-reader")
-    values = [os.urandom(512 * 1024) for _ in range(80)]  # 40 MiB, incompressible
-    p = Producer({"bootstrap.servers": tls_broker.bootstrap("PLAINTEXT"), "acks": "all",
-                  "message.max.bytes": 2_000_000, "linger.ms": 20})
-    for v in values:
-        p.produce(topic, v)
-    assert p.flush(60) == 0
-    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 48 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                                        "fetch_offset": 0, "log_start_offset": -1,
-                                                        "partition_max_bytes": 48 << 20}]}]}
+    values = _produce_incompressible(tls_broker, topic, 80, 512 * 1024, 60)  # 40 MiB
     w = WireClient(HOST, tls_broker.ports["SSL"], ssl_context=pki.client_context(), timeout_s=60)
     try:
-        w.send_raw(frames.encode_request(1, 11, 7, "slow-reader", body))
+        w.send_raw(frames.encode_request(1, 11, 7, "slow-reader", _fetch_from_start(topic, 48 << 20)))
         time.sleep(2.0)  # the broker fills the socket and its write buffer, then pauses
         corr, resp = frames.decode_response(1, 11, w.read_frame())
     finally:
         w.close()
     part = resp.responses[0].partitions[0]
     assert corr == 7 and part.error_code == 0
-    got = [r.value for r in decode_records(part.records)]
-    assert [hashlib.sha256(v).digest() for v in got] == [hashlib.sha256(v).digest() for v in values]
+    _assert_same_values(part.records, values)
 
 
 def test_embedded_broker_with_ssl_listener(pki, tmp_path):
