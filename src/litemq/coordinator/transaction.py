@@ -329,27 +329,31 @@ class TransactionCoordinator:
             return -1
 
     # ================================================================== AddPartitions / AddOffsets
-    def _check_producer(self, meta: TransactionMetadata | None, producer_id: int, producer_epoch: int) -> int:
+    def _producer_txn(self, transactional_id: str, producer_id: int,
+                      producer_epoch: int) -> tuple[int, TransactionMetadata | None]:
+        """(error, metadata) of the transaction a producer names: this broker's coordinator
+        error first (NOT_COORDINATOR, ...), INVALID_PRODUCER_ID_MAPPING for an unknown id or
+        another producer id, PRODUCER_FENCED for another epoch; else (NONE, metadata)."""
+        err = self.coordinator_error(transactional_id)
+        if err:
+            return err, None
+        meta = self.txns.get(transactional_id)
         if meta is None or producer_id != meta.producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return E.INVALID_PRODUCER_ID_MAPPING, None
         if producer_epoch != meta.producer_epoch:
-            return E.PRODUCER_FENCED
-        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                                          TxnState.PREPARE_EPOCH_FENCE):
-            return E.CONCURRENT_TRANSACTIONS
-        return E.NONE
+            return E.PRODUCER_FENCED, None
+        return E.NONE, meta
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: dict[str, set[int]]) -> int:
         """AddPartitionsToTxn v0-3 / AddOffsetsToTxn (Kafka ``handleAddPartitionsToTransaction``):
         one error for all ``partitions`` (the caller has checked that they exist)."""
-        err = self.coordinator_error(transactional_id)
+        err, meta = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if err:
             return err
-        meta = self.txns.get(transactional_id)
-        err = self._check_producer(meta, producer_id, producer_epoch)
-        if err:
-            return err
+        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                          TxnState.PREPARE_EPOCH_FENCE):
+            return E.CONCURRENT_TRANSACTIONS
         if meta.state is TxnState.ONGOING and meta.has_partitions(partitions):
             return E.NONE
         merged = {t: set(ps) for t, ps in meta.partitions.items()} if meta.state is TxnState.ONGOING else {}
@@ -366,14 +370,9 @@ class TransactionCoordinator:
         """KIP-890 part 1 (AddPartitionsToTxn v4 ``verify_only``): NONE when the transaction of
         ``producer_id``/``producer_epoch`` is ongoing and holds every one of ``partitions``;
         INVALID_TXN_STATE when it does not; the producer errors as AddPartitionsToTxn."""
-        err = self.coordinator_error(transactional_id)
+        err, meta = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if err:
             return err
-        meta = self.txns.get(transactional_id)
-        if meta is None or producer_id != meta.producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch != meta.producer_epoch:
-            return E.PRODUCER_FENCED
         if meta.state is not TxnState.ONGOING or not meta.has_partitions(partitions):
             return E.INVALID_TXN_STATE
         return E.NONE
@@ -382,14 +381,9 @@ class TransactionCoordinator:
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         """EndTxn (Kafka ``handleEndTransaction``): answered once Prepare* is committed; the
         markers and Complete* follow in the background."""
-        err = self.coordinator_error(transactional_id)
+        err, meta = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if err:
             return err
-        meta = self.txns.get(transactional_id)
-        if meta is None or producer_id != meta.producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch != meta.producer_epoch:
-            return E.PRODUCER_FENCED
         if meta.pending:
             return E.CONCURRENT_TRANSACTIONS
         state = meta.state
