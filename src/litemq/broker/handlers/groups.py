@@ -173,37 +173,35 @@ def handle_leave_group(ctx, req) -> dict:
 
 
 # ---------------------------------------------------------------------- offsets
-def _offset_commit_refused(req, code_of) -> dict:
+def committable_offsets(topics, readable: set[str], to_offset) -> dict[tuple[str, int], OffsetAndMetadata]:
+    """OffsetCommit/TxnOffsetCommit: (topic, partition) -> ``to_offset(partition entry)`` for
+    the request's partitions of the ``readable`` topics (READ authorized)."""
+    return {(t.name, p.partition_index): to_offset(p) for t in topics if t.name in readable for p in t.partitions}
+
+
+def commit_response(topics, readable: set[str], results: dict[tuple[str, int], int], refused: int) -> dict:
+    """OffsetCommit/TxnOffsetCommit response: each partition's code from ``results`` (NONE when
+    absent), ``refused`` for every partition of a topic not in ``readable``."""
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code_of(t.name)}
-                                        for p in t.partitions]} for t in req.topics]}
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": results.get((t.name, p.partition_index), E.NONE) if t.name in readable else refused}
+            for p in t.partitions]}
+        for t in topics]}
 
 
 async def handle_offset_commit(ctx, req) -> dict:
     v = ctx.version
     if not _may_read_group(ctx, req.group_id):
-        return _offset_commit_refused(req, lambda _name: E.GROUP_AUTHORIZATION_FAILED)
+        return commit_response(req.topics, set(), {}, E.GROUP_AUTHORIZATION_FAILED)
     readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for t in req.topics:
-        if t.name not in readable:
-            continue
-        for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
-                p.commit_timestamp if v == 1 else -1)
+    offsets = committable_offsets(req.topics, readable, lambda p: OffsetAndMetadata(
+        p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
+        p.commit_timestamp if v == 1 else -1))
     results = {} if not offsets and req.topics else await _coord(ctx).commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1, req.member_id if v >= 1 else "",
         req.group_instance_id if v >= 7 else None, req.retention_time_ms if 2 <= v <= 4 else -1, offsets)
-    for t in req.topics:
-        if t.name not in readable:
-            for p in t.partitions:
-                results[(t.name, p.partition_index)] = E.TOPIC_AUTHORIZATION_FAILED
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": results.get((t.name, p.partition_index), E.NONE)}
-                                        for p in t.partitions]}
-        for t in req.topics]}
+    return commit_response(req.topics, readable, results, E.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _offset_topics(entries, v: int) -> list[dict]:

@@ -28,6 +28,7 @@ import logging
 
 from litemq.broker.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorize_by_resource_type, authorized_names
+from litemq.broker.handlers.groups import commit_response, committable_offsets
 from litemq.coordinator.coordinator import OFFSETS_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.coordinator.transaction import TransactionCoordinator, write_markers_local
@@ -194,28 +195,15 @@ async def handle_txn_offset_commit(ctx, req) -> dict:
         refused = E.NONE
     readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)) \
         if not refused else set()
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for t in req.topics:
-        if t.name not in readable:
-            continue
-        for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
+    offsets = committable_offsets(req.topics, readable, lambda p: OffsetAndMetadata(
+        p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
     results = {} if not offsets else await ctx.runtime.coordinator.commit_txn_offsets(
         req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
         req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
         req.group_instance_id if v >= 3 else None, offsets)
-    for t in req.topics:
-        if t.name not in readable:
-            for p in t.partitions:
-                results[(t.name, p.partition_index)] = refused or E.TOPIC_AUTHORIZATION_FAILED
     if v < 2:
         results = {tp: (E.INVALID_PRODUCER_EPOCH if e == E.PRODUCER_FENCED else e) for tp, e in results.items()}
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": results.get((t.name, p.partition_index), E.NONE)}
-                                        for p in t.partitions]}
-        for t in req.topics]}
+    return commit_response(req.topics, readable, results, refused or E.TOPIC_AUTHORIZATION_FAILED)
 
 
 # ---------------------------------------------------------------------- describe / list
