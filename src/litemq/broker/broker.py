@@ -412,6 +412,19 @@ class BrokerRuntime:
             return sorted(self.metadata.brokers)
         return [self.config.node_id]
 
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, int]:
+        """(partition, NONE) when this broker leads ``topic``-``index``, else (None, error):
+        NOT_LEADER_OR_FOLLOWER when another broker of the cluster hosts it (the topic is known),
+        UNKNOWN_TOPIC_OR_PARTITION otherwise."""
+        p = self.replicas.get(topic, index)
+        if p is None:
+            if self.cluster is not None and topic in self.metadata.topics:
+                return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not p.is_leader:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p, ErrorCode.NONE
+
     def advertised_endpoints(self) -> dict[str, tuple[str, int]]:
         """Listener name -> (host, port) clients are told for this broker (``advertised.listeners``,
         else ``listeners``), in configuration order; port 0 is replaced by the bound port."""

@@ -336,15 +336,11 @@ def handle_delete_records(ctx, req) -> dict:
         parts = []
         for dp in t.partitions:
             entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": ErrorCode.NONE}
-            p = runtime.replicas.get(t.name, dp.partition_index)
+            p, err = runtime.leader_partition(t.name, dp.partition_index)
             if t.name not in deletable:
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif p is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if runtime.cluster is not None and t.name in runtime.metadata.topics:
-                    entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif not p.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif err:
+                entry["error_code"] = err
             else:
                 offset = p.high_watermark if dp.offset == -1 else dp.offset
                 if offset < 0 or offset > p.high_watermark:

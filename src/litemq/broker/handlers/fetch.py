@@ -181,17 +181,13 @@ def handle_list_offsets(ctx, req) -> dict:
     for t in req.topics:
         parts = []
         for lp in t.partitions:
-            p = runtime.replicas.get(t.name, lp.partition_index)
+            p, err = runtime.leader_partition(t.name, lp.partition_index)
             entry = {"partition_index": lp.partition_index, "error_code": ErrorCode.NONE,
                      "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if t.name not in described:
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif p is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if runtime.cluster is not None and t.name in runtime.metadata.topics:
-                    entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif not p.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif err:
+                entry["error_code"] = err
             elif v >= 4 and (code := p.check_leader_epoch(lp.current_leader_epoch)):
                 entry["error_code"] = code
             else:
