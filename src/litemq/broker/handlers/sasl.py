@@ -89,6 +89,31 @@ def plain_users(config, listener: str | None) -> dict[str, str]:
     return {}
 
 
+def sasl_listeners(config) -> list[str]:
+    """Upper-case names of the SASL_PLAINTEXT/SASL_SSL listeners, in configuration order (none
+    for a config without listeners)."""
+    specs = getattr(config, "listener_specs", None)
+    return [s.name for s in specs() if s.security_protocol in SASL_SECURITY_PROTOCOLS] if specs else []
+
+
+def plain_user_sets(config) -> list[dict[str, str]]:
+    """The JAAS users HTTP Basic auth accepts: the distinct SASL/PLAIN user maps (name ->
+    password, :func:`plain_users`) of the SASL listeners that offer PLAIN, in listener order, so
+    a password is valid when SASL/PLAIN on one of them accepts it. Without SASL listeners, the
+    broker-wide map (``plain.sasl.jaas.config``/``sasl.jaas.config``); never an empty list (SCRAM
+    users are checked after each map). Raises ValueError as :func:`plain_users` and
+    :func:`enabled_mechanisms`."""
+    listeners = sasl_listeners(config)
+    if not listeners:
+        return [plain_users(config, None)]
+    out: list[dict[str, str]] = []
+    for listener in listeners:
+        users = plain_users(config, listener) if PLAIN in enabled_mechanisms(config, listener) else {}
+        if users not in out:
+            out.append(users)
+    return out
+
+
 def max_reauth_ms(config, listener: str | None, mechanism: str) -> int:
     """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the first set among
     ``listener.name.<l>.<mechanism lower case>.connections.max.reauth.ms``,
@@ -108,9 +133,7 @@ def validate(config) -> None:
             ``connections.max.reauth.ms`` (the broker-wide values are checked by
             ``config.SETTING_BOUNDS``).
     """
-    specs = getattr(config, "listener_specs", None)
-    listeners = [s.name for s in specs() if s.security_protocol in SASL_SECURITY_PROTOCOLS] if specs else []
-    for listener in listeners:
+    for listener in sasl_listeners(config):
         where = f" (listener {listener})"
         try:
             mechanisms = enabled_mechanisms(config, listener)

@@ -10,9 +10,10 @@ makes run through the broker's handlers (:mod:`litemq.broker.http.inproc`).
 - ``/v3/...``: REST Proxy v3 style API (:mod:`litemq.broker.http.rest`).
 
 Requests are ``User:ANONYMOUS`` for the ACLs, or, with an ``Authorization: Basic`` header (RFC
-7617), the user whose password it proves: a SASL/PLAIN user of the broker's JAAS config
-(``plain.sasl.jaas.config``/``sasl.jaas.config``) or a SCRAM user (KIP-554 credentials), checked
-as a SASL/PLAIN exchange would be; a wrong password answers 401. Errors under ``/v3`` and
+7617), the user whose password it proves: a user SASL/PLAIN on some Kafka listener accepts (the
+listener's JAAS config in any key form, ``listener.name.<l>.plain.sasl.jaas.config`` first, see
+:func:`~litemq.broker.handlers.sasl.plain_user_sets`) or a SCRAM user (KIP-554 credentials),
+checked as a SASL/PLAIN exchange would be; a wrong password answers 401. Errors under ``/v3`` and
 ``/console/api`` are JSON ``{"error_code", "message"}``; a bug in a handler answers 500 with one
 log line and the broker keeps serving.
 """
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from litemq import limits
-from litemq.broker.handlers.sasl import plain_users
+from litemq.broker.handlers.sasl import plain_user_sets
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
 from litemq.broker.http.inproc import register_rpc_ops
@@ -82,8 +83,9 @@ def anonymous_kafka_access(config) -> bool:
 async def authenticate(runtime: "BrokerRuntime", header: str | None) -> KafkaPrincipal | None:
     """The principal an ``Authorization`` header proves: None without a Basic header.
 
-    The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is: against the
-    broker-wide PLAIN JAAS users, then SCRAM credentials (PBKDF2 in the broker's thread pool).
+    The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is, once per distinct
+    PLAIN JAAS user map of the listeners (:func:`plain_user_sets`): against its users, then SCRAM
+    credentials (PBKDF2 in the broker's thread pool); one listener accepting is enough.
 
     Raises:
         RestError(401): a malformed Basic header, or a wrong user name or password.
@@ -97,15 +99,23 @@ async def authenticate(runtime: "BrokerRuntime", header: str | None) -> KafkaPri
     if not sep or not user or "\0" in user or "\0" in password:
         raise RestError(401, "Authorization: Basic needs base64 of user:password")
     try:
-        users = plain_users(runtime.config, None)
+        user_sets = plain_user_sets(runtime.config)
     except ValueError:
-        users = {}
-    auth = PlainAuthenticator(users, lambda name, mechanism: lookup_scram(runtime, name, mechanism))
+        user_sets = [{}]
     token = f"\0{user}\0{password}".encode()
-    try:
-        await asyncio.get_running_loop().run_in_executor(runtime.executor, auth.evaluate, token)
-    except (SaslAuthenticationException, SaslCredentialsError):
-        raise RestError(401, "Authentication failed: Invalid username or password") from None
+
+    def check() -> bool:
+        for users in user_sets:
+            auth = PlainAuthenticator(users, lambda name, mechanism: lookup_scram(runtime, name, mechanism))
+            try:
+                auth.evaluate(token)
+            except (SaslAuthenticationException, SaslCredentialsError):
+                continue
+            return True
+        return False
+
+    if not await asyncio.get_running_loop().run_in_executor(runtime.executor, check):
+        raise RestError(401, "Authentication failed: Invalid username or password")
     return KafkaPrincipal("User", user)
 
 
