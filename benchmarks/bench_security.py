@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_broker import machine, pct
 from bench_cluster import produce_burst
 
-from litemq.broker.acl_operations import AclOperation as O
-from litemq.broker.acl_operations import ResourceType as R
+from litemq.security.acl_operations import AclOperation as O
+from litemq.security.acl_operations import ResourceType as R
 from litemq.security.acls import AclPermissionType as P
 from litemq.testing.process import BrokerProcess
 from tests.security.security_helpers import (

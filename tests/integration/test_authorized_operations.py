@@ -6,7 +6,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from litemq.broker.acl_operations import AclOperation
+from litemq.security.acl_operations import AclOperation
 from litemq.testing.wire import WireClient
 from tests.integration.admin_helpers import unique_name
 

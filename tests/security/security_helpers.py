@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.records import build_batch
 from litemq.security.acls import AclPermissionType

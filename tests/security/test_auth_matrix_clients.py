@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from litemq.broker.acl_operations import AclOperation as O
-from litemq.broker.acl_operations import ResourceType as R
+from litemq.security.acl_operations import AclOperation as O
+from litemq.security.acl_operations import ResourceType as R
 from litemq.protocol.errors import ErrorCode as E
 from litemq.security.acls import AclPermissionType as P
 from litemq.testing.process import BrokerProcess

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litemq.broker.acl_operations import (
+from litemq.security.acl_operations import (
     SUPPORTED_OPERATIONS,
     AclOperation,
     ResourceType,

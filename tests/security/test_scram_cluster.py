@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from litemq.broker.acl_operations import AclOperation as O
-from litemq.broker.acl_operations import ResourceType as R
+from litemq.security.acl_operations import AclOperation as O
+from litemq.security.acl_operations import ResourceType as R
 from litemq.protocol.errors import ErrorCode as E
 from litemq.security.acls import AclPermissionType as P
 from litemq.testing.cluster import LocalCluster, wait_for

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from litemq.broker.acl_operations import AclOperation as O
-from litemq.broker.acl_operations import ResourceType as R
+from litemq.security.acl_operations import AclOperation as O
+from litemq.security.acl_operations import ResourceType as R
 from litemq.protocol.errors import ErrorCode as E
 from litemq.security.acls import AclPermissionType as P
 from litemq.testing.process import BrokerProcess

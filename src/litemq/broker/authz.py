@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from litemq.broker.acl_operations import (AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType,
+from litemq.security.acl_operations import (AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType,
                                           authorized_operations as _all_supported)
 from litemq.security.principal import ANONYMOUS
 

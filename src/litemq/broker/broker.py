@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
-from litemq.broker.replica_manager import Partition, ReplicaManager
+from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo

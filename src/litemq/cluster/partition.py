@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from litemq.broker.replica_manager import Partition
+from litemq.replica import Partition
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import Ready
 from litemq.storage.log import AppendInfo, AppendOrigin

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
-from litemq.broker.acl_operations import (
+from litemq.security.acl_operations import (
     SUPPORTED_OPERATIONS,
     AclOperation,
     ResourceType,

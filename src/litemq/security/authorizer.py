@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from litemq.broker.acl_operations import (
+from litemq.security.acl_operations import (
     SUPPORTED_OPERATIONS,
     AclOperation,
     ResourceType,

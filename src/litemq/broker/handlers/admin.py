@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.broker import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments

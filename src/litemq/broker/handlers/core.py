@@ -14,7 +14,7 @@ caller without DESCRIBE on the cluster.
 
 from __future__ import annotations
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import CLUSTER_RESOURCE_NAME, authorize, authorized_names, authorized_operations
 from litemq.protocol.errors import ErrorCode, KafkaError
 

@@ -17,7 +17,7 @@ TOPIC_AUTHORIZATION_FAILED (checked before existence).
 from __future__ import annotations
 
 from litemq import limits
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorized_names
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.regions import RecordsParts

@@ -25,7 +25,7 @@ groups the caller may DESCRIBE.
 
 from __future__ import annotations
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names, authorized_operations
 from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from litemq.coordinator.group import GroupState

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records

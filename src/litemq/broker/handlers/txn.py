@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorize_by_resource_type, authorized_names
 from litemq.broker.handlers.groups import commit_response, committable_offsets
 from litemq.coordinator.coordinator import OFFSETS_TOPIC

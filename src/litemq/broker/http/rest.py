@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from litemq import limits
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.http import views
 from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode

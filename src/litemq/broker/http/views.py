@@ -14,7 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from litemq import limits
-from litemq.broker.acl_operations import AclOperation, ResourceType
+from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorized_names
 from litemq.broker.handlers.core import topic_entry
 from litemq.broker.http.inproc import (

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import Executor
+from typing import Protocol
 
 from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
@@ -171,17 +172,24 @@ def timed_flush(plog: PartitionLog) -> float:
     return time.perf_counter() - started
 
 
+class FlushObserver(Protocol):
+    """Receives the duration of every partition fsync (the broker passes its metrics)."""
+
+    def on_flush(self, seconds: float) -> None: ...
+
+
 class ReplicaManager:
     """The partitions this broker hosts, keyed by (topic, partition index).
 
-    ``metrics`` (a :class:`litemq.metrics.BrokerMetrics`, set by the runtime) receives flush times.
+    ``metrics`` (a :class:`FlushObserver`, the runtime's ``litemq.metrics.BrokerMetrics``, set by
+    the runtime) receives flush times.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: Executor) -> None:
         self.loop = loop
         self.executor = executor
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.metrics = None
+        self.metrics: FlushObserver | None = None
 
     def add_partition(self, p: Partition) -> Partition:
         self.partitions[(p.topic, p.index)] = p
