@@ -19,6 +19,10 @@ Invariants checked after every step (``Violation`` on failure):
   runs; after a restart it starts from its persisted commit index, never lower; the persisted
   term never decreases and the persisted vote never changes within a term.
 
+``--digest`` prints, per seed, a CRC-32 of every Ready the nodes produced (entries, hard
+state, messages, committed entries...) and one of the committed log, so that two versions of
+the core can be shown to behave identically, seed for seed.
+
 Liveness (after the faults): the network is healed (no loss, per-pair FIFO delivery like the
 broker's one TCP connection per broker pair) and every node restarted; a leader must be
 elected and a fresh proposal committed within ``liveness_commit_ticks``, and every voter
@@ -102,8 +106,10 @@ class _Node:
 
 
 class Simulation:
-    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+    def __init__(self, seed: int, cfg: SimConfig | None = None, digest: bool = False) -> None:
         self.seed = seed
+        self.ready_digest: int | None = 0 if digest else None
+        """CRC-32 of the repr of every Ready handed out (``None``: not recorded)."""
         self.cfg = cfg = cfg or SimConfig()
         self.rng = random.Random(seed)
         self.now = 0
@@ -191,6 +197,8 @@ class Simulation:
         raft = node.raft
         while raft is not None and raft.has_ready():
             rd = raft.ready()
+            if self.ready_digest is not None:
+                self.ready_digest = zlib.crc32(repr((self.now, node.id, rd)).encode(), self.ready_digest)
             if crash_at == 0:
                 return self.crash(node)
             self._persist_log(node, rd)
@@ -463,8 +471,13 @@ class Simulation:
         self.check_liveness()
 
 
-def run_seed(seed: int, cfg: SimConfig | None = None) -> Simulation:
-    sim = Simulation(seed, cfg)
+    def committed_digest(self) -> int:
+        """CRC-32 of the committed log (every committed entry, by offset)."""
+        return zlib.crc32(repr(sorted(self.committed.items())).encode())
+
+
+def run_seed(seed: int, cfg: SimConfig | None = None, digest: bool = False) -> Simulation:
+    sim = Simulation(seed, cfg, digest)
     sim.run()
     return sim
 
@@ -497,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="run only this seed (reproduce a failure)")
     p.add_argument("--steps", type=int, default=2000, help="steps per seed")
     p.add_argument("--trace", action="store_true", help="print the event trace of a failure")
+    p.add_argument("--digest", action="store_true",
+                   help="print per seed a CRC-32 of every Ready (messages included) and of the committed log")
     args = p.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     t0 = time.perf_counter()
@@ -504,8 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     commits = 0
     for seed in seeds:
         try:
-            sim = run_seed(seed, config_for(seed, args.steps))
+            sim = run_seed(seed, config_for(seed, args.steps), args.digest)
             commits += len(sim.committed)
+            if args.digest:
+                print(f"seed {seed} readies {sim.ready_digest:08x} committed {sim.committed_digest():08x} "
+                      f"({len(sim.committed)} offsets, {sim.now} steps)")
         except Violation as v:
             failures += 1
             print(f"FAIL seed {seed}: {v}  (reproduce: python -m litemq.raft.sim --seed {seed} --trace)")
