@@ -23,9 +23,6 @@ from litemq.pipeline.accuracy import (
 from litemq.pipeline.formats import parse_line
 from litemq.pipeline.templates import BENCHMARK_PROFILES, PROFILES, Profile, TemplateMiner, make_config
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED = REPO_ROOT.parent / "shared" / "data"
-
 #: GA measured with the PROFILES of this commit (loghub original ground truth), rounded down.
 GA_BASELINE = {
     "HDFS": 0.997, "Hadoop": 0.970, "Spark": 0.920, "Zookeeper": 0.986, "BGL": 0.981,
@@ -36,10 +33,8 @@ GA_BASELINE = {
 
 
 @pytest.fixture(scope="module")
-def results():
-    if not (SHARED / "loghub").is_dir():
-        pytest.fail(f"loghub data missing under {SHARED} (clone shared/ beside the repo)")
-    return {s: evaluate_system(s, SHARED) for s in SYSTEMS}
+def results(loghub_dir):
+    return {s: evaluate_system(s, loghub_dir) for s in SYSTEMS}
 
 
 @pytest.mark.parametrize("system", list(SYSTEMS))
@@ -109,16 +104,14 @@ def test_wildcard_and_drop_profile_options():
     assert make_config(prof).masking_instructions[0].mask_with == "*"
 
 
-def _hdfs_messages() -> list[str]:
-    path = SHARED / "loghub" / "HDFS" / "HDFS_2k.log"
-    if not path.is_file():
-        pytest.fail(f"loghub data missing: {path}")
+def _hdfs_messages(loghub_dir: Path) -> list[str]:
+    path = loghub_dir / "loghub" / "HDFS" / "HDFS_2k.log"
     return [parse_line(ln, "hdfs").message for ln in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize("how", ["state", "pickle"])
-def test_checkpoint_restore_gives_same_ids(how):
-    msgs = _hdfs_messages()
+def test_checkpoint_restore_gives_same_ids(how, loghub_dir):
+    msgs = _hdfs_messages(loghub_dir)
     straight = TemplateMiner("hdfs")
     expected = [straight.add(x) for x in msgs]
 
