@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from litemq import limits
-from litemq.broker.http.rest import murmur2
+from litemq.protocol.partitioner import murmur2
 from litemq.testing.process import BrokerProcess
 from tests.observability.helpers import get_json, http, post_json
 

@@ -230,8 +230,14 @@ def topic_alter_config(name, configs, bootstrap) -> None:
               show_default=True)
 @bootstrap_option
 def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bootstrap) -> None:
-    """Send one record per line of stdin (or --file) to TOPIC."""
+    """Send one record per line of stdin (or --file) to TOPIC.
+
+    A keyed record goes to the partition Kafka's Java client picks (murmur2 of the key), as
+    with every LiteMQ producer and the REST API; an unkeyed one to any partition.
+    """
     from confluent_kafka import KafkaException, Producer
+
+    from litemq.protocol.partitioner import producer_config
 
     _admin(bootstrap)
     failures: list[str] = []
@@ -244,8 +250,8 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
         else:
             delivered += 1
 
-    producer = Producer(_quiet(client_config(bootstrap, {"acks": acks, "enable.idempotence": acks == "all",
-                                                         "compression.type": compression, "linger.ms": 5})))
+    settings = {"acks": acks, "enable.idempotence": acks == "all", "compression.type": compression, "linger.ms": 5}
+    producer = Producer(_quiet(producer_config(client_config(bootstrap, settings))))
     hdrs = list(_parse_kv(headers, "--header").items()) or None
     stream = path.open("rb") if path else sys.stdin.buffer
     try:

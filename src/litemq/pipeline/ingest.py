@@ -244,7 +244,9 @@ class IngestStats:
 
 
 class Ingester:
-    """Sends lines of :class:`Source` s through one idempotent confluent-kafka producer.
+    """Sends lines of :class:`Source` s through one idempotent confluent-kafka producer; a line's
+    key (its host/component) picks the partition as Kafka's Java client does (murmur2,
+    :mod:`litemq.protocol.partitioner`).
 
     Args:
         bootstrap: ``bootstrap.servers``.
@@ -259,7 +261,9 @@ class Ingester:
                  partitions: int = -1):
         from confluent_kafka import Producer
 
-        conf = {
+        from litemq.protocol import partitioner
+
+        conf = partitioner.producer_config({
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "linger.ms": 20,
@@ -267,7 +271,7 @@ class Ingester:
             "queue.buffering.max.messages": 500_000,
             "compression.type": "none",
             "log_level": 3,
-        }
+        })
         conf.update(producer_config or {})
         self.bootstrap = bootstrap
         self.producer = Producer(conf)

@@ -153,10 +153,11 @@ class TransactionalBatchWriter:
     def _producer(self):
         import confluent_kafka as ck
 
+        from litemq.protocol.partitioner import producer_config
         from litemq.spark.offsets import _make_client
 
-        cfg = {"acks": "all", "linger.ms": 5, "log_level": 3, "client.id": "litemq-spark-writer",
-               "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}
+        cfg = producer_config({"acks": "all", "linger.ms": 5, "log_level": 3, "client.id": "litemq-spark-writer",
+                               "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
         cfg.update(self.client)
         cfg.update({"transactional.id": self.txn_id, "enable.idempotence": True})
         return _make_client(ck.Producer, cfg)

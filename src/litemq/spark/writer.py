@@ -2,8 +2,9 @@
 
 Input columns, as in Spark's Kafka sink: ``value`` (string or binary, required), ``key``
 (string or binary, optional), ``topic`` (string; required unless the ``topic`` option is set,
-which overrides it), ``partition`` (int, optional: else the client's partitioner), ``headers``
-(array<struct<key string, value binary>>, optional).
+which overrides it), ``partition`` (int, optional: else a keyed row goes where Kafka's Java
+client puts the key, murmur2 as in :mod:`litemq.protocol.partitioner`, and an unkeyed one to any
+partition), ``headers`` (array<struct<key string, value binary>>, optional).
 
 Exactly-once (option ``exactlyOnce``, default true): each task writes its rows in one Kafka
 transaction together with a "batch B of (query, partition) done" marker
@@ -131,10 +132,11 @@ class _WriterBase:
     def _write_at_least_once(self, iterator, qid: str, bid: int, prov: list) -> WriteResult:
         import confluent_kafka as ck
 
+        from litemq.protocol.partitioner import producer_config
         from litemq.spark.offsets import _make_client
 
-        cfg = {"enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
-               "client.id": "litemq-spark-writer"}
+        cfg = producer_config({"enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
+                               "client.id": "litemq-spark-writer"})
         cfg.update(self.client)
         producer = _make_client(ck.Producer, cfg)
         errors: list = []

@@ -17,8 +17,9 @@ Produce body: one JSON object per record, several concatenated in one request al
 Types: ``BINARY`` (base64 data; the default when ``type`` is absent, as in Confluent's proxy),
 ``STRING`` (UTF-8), ``JSON`` (any JSON value, written compactly). Schema Registry formats (AVRO,
 PROTOBUF, JSONSCHEMA) answer 400. Without ``partition_id`` a keyed record goes to Kafka's
-default partition (murmur2 of the key), an unkeyed one round robin. Records go through the
-broker's Produce handler with acks=all on the partition leader (any broker accepts the request).
+default partition (murmur2 of the key, :mod:`litemq.protocol.partitioner`), an unkeyed one
+round robin. Records go through the broker's Produce handler with acks=all on the partition
+leader (any broker accepts the request).
 
 Errors answer ``{"error_code": N, "message": "..."}`` with HTTP status ``N`` (``N`` = 40301 with
 status 403 for a refused ACL, as Confluent does). A request with several records answers 200 with
@@ -42,6 +43,7 @@ from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.http import views
 from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
+from litemq.protocol.partitioner import partition_for_key
 from litemq.protocol.records import build_batch
 from litemq.security.principal import ANONYMOUS
 
@@ -96,32 +98,6 @@ def kafka_error(code: int, what: str) -> RestError:
 
 
 # ------------------------------------------------------------------ helpers
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (MurmurHash2, seed 0x9747b28c) of ``data`` as a signed int32;
-    the default partitioner uses ``(murmur2(key) & 0x7fffffff) % partitions``."""
-    m, length = 0x5BD1E995, len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    end = length & ~3
-    for i in range(0, end, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[end + 2] << 16
-    if rest >= 2:
-        h ^= data[end + 1] << 8
-    if rest >= 1:
-        h ^= data[end]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def iso_time(ms: int) -> str | None:
     """``2024-01-01T00:00:00.123Z`` for a time in ms since the epoch (None when negative)."""
     if ms < 0:
@@ -460,7 +436,7 @@ class RestApi:
                 raise RestError(404, f"This server does not host this topic-partition: {info.name}-{pid}")
             partition = pid
         elif key is not None:
-            partition = (murmur2(key) & 0x7FFFFFFF) % info.num_partitions
+            partition = partition_for_key(key, info.num_partitions)
         else:
             counter = self._round_robin.setdefault(info.name, itertools.count())
             partition = next(counter) % info.num_partitions
