@@ -1,11 +1,14 @@
 """The web console in headless Chromium (Debian's ``chromium``, see scripts/setup.sh): after its
 JavaScript ran against a real broker, the DOM shows the broker, the topic with its partitions and
 high watermarks, the consumer group with its per-partition lag, the message browser's records
-(key, value, headers) and throughput samples; the screenshot is a real rendering (not blank)."""
+(key, value, headers) and throughput samples; the screenshot is a real rendering (not blank).
+An idle broker's console opens the browser on a user topic, not ``__consumer_offsets``, and
+draws distinct y-axis ticks."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -96,3 +99,46 @@ def test_console_in_headless_chromium(tmp_path):
         assert most / (WINDOW[0] * WINDOW[1]) < 0.9
         header = rgb.crop((0, 0, WINDOW[0], 40)).getcolors(maxcolors=1 << 16)
         assert max(header)[1] == (0x15, 0x23, 0x3D)  # the console's dark header bar was painted
+
+
+def _chart_ticks(page: str, chart_id: str) -> list[str]:
+    """The y-axis tick labels of one chart in a dumped DOM, bottom to top."""
+    svg = re.search(rf'<svg id="{chart_id}"[^>]*>(.*?)</svg>', page, re.S)
+    assert svg, f"no chart {chart_id}"
+    return re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', svg.group(1))
+
+
+def test_idle_console_opens_on_a_user_topic_with_distinct_axis_ticks(tmp_path):
+    """An idle broker with a consumer group (so ``__consumer_offsets`` exists): with internal
+    topics unticked the message browser offers and selects only user topics; a link naming an
+    internal topic ticks "internal topics" and opens on it; with no traffic every chart's
+    y-axis labels are distinct (no ``1 B, 1 B, 1 B, 0 B, 0 B``)."""
+    with BrokerProcess(tmp_path / "data", http_port=0) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        for fut in admin.create_topics([NewTopic("alpha-logs", 1, 1), NewTopic("beta-logs", 1, 1)]).values():
+            fut.result(15)
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP, "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition("alpha-logs", 0, 0)], asynchronous=False)
+        c.close()
+        internal = [t["name"] for t in get_json(broker.http_url + "/console/api/overview")["topics"] if t["internal"]]
+        assert "__consumer_offsets" in internal
+
+        dumped = _chromium(tmp_path, f"{broker.http_url}/console/?refresh_ms=500", "--dump-dom")
+        assert dumped.returncode == 0, dumped.stderr[-2000:]
+        dom = dom_tables(dumped.stdout)
+        assert dom.body_attrs.get("data-overview-loaded") == "1", dumped.stdout[:3000]
+        assert int(dom.body_attrs.get("data-throughput-samples", "0")) >= 3
+        assert dom.body_attrs.get("data-browser-topic") == "alpha-logs"
+        select = re.search(r'<select id="b-topic">(.*?)</select>', dumped.stdout, re.S).group(1)
+        assert re.findall(r'<option value="([^"]*)"', select) == ["alpha-logs", "beta-logs"]
+        for chart in ("chart-bytes", "chart-messages"):
+            ticks = _chart_ticks(dumped.stdout, chart)
+            assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), (chart, ticks)
+            assert ticks[0] in ("0", "0 B"), (chart, ticks)
+
+        linked = _chromium(tmp_path, f"{broker.http_url}/console/?topic=__consumer_offsets&refresh_ms=500",
+                           "--dump-dom")
+        assert linked.returncode == 0, linked.stderr[-2000:]
+        linked_dom = dom_tables(linked.stdout)
+        assert linked_dom.body_attrs.get("data-browser-topic") == "__consumer_offsets"
+        assert "__consumer_offsets" in [row[0] for row in linked_dom.tables["topics"][1:]]  # ticked

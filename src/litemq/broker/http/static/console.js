@@ -58,6 +58,10 @@ async function refreshOverview() {
   document.getElementById("cluster-line").textContent =
     `cluster ${ov.cluster_id} · ${ov.brokers.length} broker(s) · controller ${ov.controller} · served by broker ${ov.node_id}`;
   renderBrokers(ov);
+  const linked = params.get("topic");
+  if (!state.browserStarted && ov.topics.some(t => t.name === linked && t.internal)) {
+    document.getElementById("show-internal").checked = true;  // a link to an internal topic shows them
+  }
   renderTopics(ov);
   await renderGroups(ov);
   fillBrowserChoices(ov);
@@ -145,8 +149,9 @@ async function refreshThroughput() {
     if (state.rates.length > MAX_SAMPLES) state.rates.shift();
   }
   drawChart(document.getElementById("chart-bytes"), [
-    { name: "in", key: "bytes_in" }, { name: "out", key: "bytes_out" }], fmtBytes);
-  drawChart(document.getElementById("chart-messages"), [{ name: "messages in", key: "messages_in" }], fmtNum);
+    { name: "in", key: "bytes_in" }, { name: "out", key: "bytes_out" }], fmtBytes, BYTES_AXIS);
+  drawChart(document.getElementById("chart-messages"), [{ name: "messages in", key: "messages_in" }], fmtNum,
+    COUNT_AXIS);
   document.body.dataset.throughputSamples = String(state.samples.length);
 }
 
@@ -158,17 +163,49 @@ function svgEl(tag, attrs, text) {
   return n;
 }
 
-function drawChart(svg, series, fmt) {
+// y-axis scales: values of `base`-sized units (bytes in KiB, MiB, ...; counts as they are), an
+// idle chart still spans 0..`min` so its ticks are distinct
+const BYTES_AXIS = { base: 1024, units: ["B", "KiB", "MiB", "GiB", "TiB"], min: 1024 };
+const COUNT_AXIS = { base: 0, units: [""], min: 4 };
+
+function decimalsOf(step) {
+  let d = 0;
+  while (d < 6 && Math.abs(step * 10 ** d - Math.round(step * 10 ** d)) > 1e-9) d++;
+  return d;
+}
+
+// About `count` evenly spaced ticks from 0 to at least `max`: the step is 1, 2, 2.5 or 5 times a
+// power of ten of the axis unit, labelled in one unit with the decimals the step needs.
+function axisTicks(max, axis, count = 4) {
+  max = Math.max(max, axis.min);
+  let u = 0;
+  while (axis.base && u < axis.units.length - 1 && max >= axis.base ** (u + 1)) u++;
+  const scale = axis.base ? axis.base ** u : 1;
+  const raw = max / scale / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].find(f => f * mag >= raw * (1 - 1e-9)) * mag;
+  const n = Math.ceil(max / scale / step - 1e-9);
+  const d = decimalsOf(step);
+  const unit = axis.units[u] ? " " + axis.units[u] : "";
+  return Array.from({ length: n + 1 }, (_, i) => ({
+    value: i * step * scale,
+    label: (i === 0 ? "0" + (axis.base ? " " + axis.units[0] : "") :
+      (i * step).toLocaleString("en", { minimumFractionDigits: d, maximumFractionDigits: d }) + unit),
+  }));
+}
+
+function drawChart(svg, series, fmt, axis) {
   const W = 520, H = 180, L = 64, R = 10, T = 22, B = 22;
   const pts = state.rates;
   const nodes = [];
-  let max = 0;
-  for (const s of series) for (const p of pts) max = Math.max(max, p[s.key]);
-  max = max > 0 ? max * 1.15 : 1;
-  for (let i = 0; i <= 4; i++) {
-    const y = T + (H - T - B) * (1 - i / 4);
+  let peak = 0;
+  for (const s of series) for (const p of pts) peak = Math.max(peak, p[s.key]);
+  const ticks = axisTicks(peak * 1.05, axis);
+  const max = ticks[ticks.length - 1].value;
+  for (const tick of ticks) {
+    const y = T + (H - T - B) * (1 - tick.value / max);
     nodes.push(svgEl("line", { class: "grid", x1: L, x2: W - R, y1: y, y2: y }));
-    nodes.push(svgEl("text", { x: L - 4, y: y + 3, "text-anchor": "end" }, fmt(max * i / 4)));
+    nodes.push(svgEl("text", { class: "tick", x: L - 4, y: y + 3, "text-anchor": "end" }, tick.label));
   }
   nodes.push(svgEl("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   nodes.push(svgEl("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
@@ -195,14 +232,22 @@ function drawChart(svg, series, fmt) {
 }
 
 // ---------------------------------------------------------------- message browser
+// The browser offers the topics the table shows (internal ones only when "internal topics" is
+// ticked, which a link naming an internal topic does), keeping the chosen one while it is listed.
 function fillBrowserChoices(ov) {
   const tsel = document.getElementById("b-topic");
   const current = tsel.value || params.get("topic") || "";
-  const names = ov.topics.map(t => t.name);
+  const names = visibleTopics(ov).map(t => t.name);
   if (tsel.options.length !== names.length || [...tsel.options].some((o, i) => o.value !== names[i])) {
     tsel.replaceChildren(...names.map(n => el("option", { value: n }, n)));
   }
   if (names.includes(current)) tsel.value = current;
+  if (tsel.value !== current && current) {
+    fill(document.querySelector("#messages tbody"), []);
+    document.getElementById("b-info").textContent = "";
+    document.getElementById("b-next").disabled = true;
+  }
+  document.body.dataset.browserTopic = tsel.value;
   fillPartitions();
 }
 
@@ -298,6 +343,13 @@ async function tick() {
 
 document.getElementById("browse-form").addEventListener("submit", ev => { ev.preventDefault(); loadMessages(null); });
 document.getElementById("b-next").addEventListener("click", () => loadMessages(state.nextOffset));
-document.getElementById("b-topic").addEventListener("change", fillPartitions);
-document.getElementById("show-internal").addEventListener("change", () => state.overview && renderTopics(state.overview));
+document.getElementById("b-topic").addEventListener("change", ev => {
+  document.body.dataset.browserTopic = ev.target.value;
+  fillPartitions();
+});
+document.getElementById("show-internal").addEventListener("change", () => {
+  if (!state.overview) return;
+  renderTopics(state.overview);
+  fillBrowserChoices(state.overview);
+});
 tick();
