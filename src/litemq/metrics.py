@@ -1,6 +1,6 @@
 """One broker's metrics, exposed as Prometheus text with Kafka's metric names.
 
-Every :class:`~litemq.broker.broker.BrokerRuntime` owns one :class:`BrokerMetrics` with its own
+Every broker runtime owns one :class:`BrokerMetrics` with its own
 ``prometheus_client.CollectorRegistry`` (brokers embedded in one process never share series).
 Names follow what the Prometheus JMX exporter's Kafka rules make of Kafka's MBeans
 (``lowercaseOutputName``: ``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t``
@@ -25,7 +25,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
@@ -39,7 +39,9 @@ from litemq import limits
 from litemq.protocol.messages import api_name
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.cluster.manager import ClusterManager
+    from litemq.config import BrokerConfig, ListenerSpec
+    from litemq.replica import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,30 @@ class GroupLag:
         return max(0, self.end_offset - self.committed)
 
 
+class MetricsSource(Protocol):
+    """The broker state the metrics read at scrape time (``litemq.broker.broker.BrokerRuntime``
+    implements it; ``metrics`` sits below ``broker/`` and never imports it).
+
+    Attributes:
+        config: ``node.id`` and ``min.insync.replicas``.
+        listeners: the configured listeners (``name``), for per-listener connection counts.
+        connections: the open client connections (each has ``listener_name``).
+        metadata: the metadata (``topics``: name -> topic with ``num_partitions`` and
+            ``configs``; ``cluster_id`` when clustered).
+        replicas: the hosted partitions, None before start.
+        cluster: the cluster manager (metadata Raft node, ``leader_of``), None on a single broker.
+    """
+
+    config: "BrokerConfig"
+    listeners: "list[ListenerSpec]"
+    connections: Iterable[Any]
+    replicas: "ReplicaManager | None"
+    cluster: "ClusterManager | None"
+
+    @property
+    def metadata(self) -> Any: ...
+
+
 class BrokerMetrics:
     """The metrics of one broker runtime (see the module docstring).
 
@@ -142,7 +168,7 @@ class BrokerMetrics:
         group_members: group id -> member count of those groups.
     """
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    def __init__(self, runtime: MetricsSource) -> None:
         self.runtime = runtime
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BrokerCollector(self))

@@ -81,9 +81,9 @@ class BrokerRuntime:
             from litemq.cluster.manager import ClusterManager
 
             self.cluster = ClusterManager(self)
-            self.metadata = self.cluster.image  # replaced when a snapshot is installed
+            self._local_metadata = None
         else:
-            self.metadata = ClusterMetadata(config.data_dir)
+            self._local_metadata = ClusterMetadata(config.data_dir)
         self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
         self.default_log_config = LogConfig.from_kafka_configs(
             {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
@@ -100,6 +100,26 @@ class BrokerRuntime:
         self.port = self.listeners[0].port
         self.metrics = BrokerMetrics(self)
         self.http = HttpServer(self)  # /metrics, console, REST API (http.listen); ValueError if malformed
+
+    @property
+    def metadata(self):
+        """The metadata: :class:`ClusterMetadata` on a single broker, the cluster's current
+        ``MetadataImage`` in cluster mode (a new object when a snapshot is installed)."""
+        cluster = self.cluster
+        return self._local_metadata if cluster is None else cluster.image
+
+    def on_partition_leader(self, topic: str, index: int, leader: bool) -> None:
+        """``ClusterHost`` callback: leadership of ``topic``-``index`` gained (everything before
+        the term committed) or lost; the coordinator owning that internal topic loads or unloads
+        its state (Kafka ``onElection``/``onResignation``)."""
+        if topic == "__consumer_offsets":
+            coord = self.coordinator
+        elif topic == "__transaction_state":
+            coord = self.txn_coordinator
+        else:
+            return
+        if coord is not None:
+            coord.on_leadership(index, leader)
 
     # ------------------------------------------------------------ handlers
     def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
@@ -133,6 +153,9 @@ class BrokerRuntime:
         self.replicas.metrics = self.metrics
         logs = await self.loop.run_in_executor(self.executor, self.log_manager.load_all)
         if self.cluster is not None:
+            from litemq.broker.handlers.txn import register_rpc_ops
+
+            register_rpc_ops(self)  # write_txn_markers, verify_txn for the other brokers
             await self.cluster.start(logs)
             logs = {}
         for (topic, index), plog in logs.items():

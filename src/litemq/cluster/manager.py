@@ -61,7 +61,7 @@ from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.cluster.host import ClusterHost
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +86,16 @@ def group_id_of(topic: str, index: int) -> str:
 class ClusterManager:
     """Raft groups and cluster metadata of one broker. Event-loop thread only."""
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
-        cfg = runtime.config
-        self.runtime = runtime
+    def __init__(self, host: "ClusterHost") -> None:
+        cfg = host.config
+        self.host = host
         self.config = cfg
         self.node_id = cfg.node_id
         self.voters = cfg.quorum_voters()
         if self.node_id not in self.voters:
             raise ValueError(f"node id {self.node_id} is not among the peers {sorted(self.voters)}")
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.executor = runtime.executor
+        self.executor = host.executor
         self.image = MetadataImage()
         self.groups: dict[str, RaftGroup] = {}
         self.meta: RaftGroup | None = None
@@ -127,7 +127,8 @@ class ClusterManager:
         self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
         self.rpc_ops: dict[str, Callable[[int, dict], Awaitable[dict]]] = {}
-        """More broker-to-broker RPC ops by name (the HTTP layer's API forwarding, litemq.broker.http)."""
+        """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
+        RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
 
     # ================================================================== lifecycle
     async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
@@ -138,7 +139,7 @@ class ClusterManager:
         meta_dir.mkdir(parents=True, exist_ok=True)
         meta_cfg = LogConfig.from_kafka_configs(
             {"segment.bytes": str(METADATA_SEGMENT_BYTES), "retention.ms": "-1", "retention.bytes": "-1",
-             "cleanup.policy": "delete"}, base=self.runtime.default_log_config)
+             "cleanup.policy": "delete"}, base=self.host.default_log_config)
         plog = await self.loop.run_in_executor(self.executor, PartitionLog.open, meta_dir, meta_cfg)
         snapshot = self._read_snapshot_file()
         if snapshot is not None:
@@ -148,7 +149,7 @@ class ClusterManager:
                     plog.truncate_fully_and_start_at(offset + 1)
                 else:
                     plog.delete_records_before(offset + 1)
-            self.image = self.runtime.metadata = MetadataImage.from_json(json.loads(data))
+            self.image = MetadataImage.from_json(json.loads(data))
             snapshot = (term, data)
         self.meta = RaftGroup(self, META_GROUP, plog, self.voters.keys(), apply_entries=True,
                               on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks,
@@ -327,7 +328,7 @@ class ClusterManager:
         for gid, g in self.groups.items():
             if gid == META_GROUP or not g.node.is_leader or g.node.transferee is not None:
                 continue
-            p = self.runtime.replicas.partitions.get(getattr(g, "tp", None))
+            p = self.host.replicas.partitions.get(getattr(g, "tp", None))
             if p is None or not p.replicas or p.replicas[0] == self.node_id:
                 continue
             preferred = p.replicas[0]
@@ -343,7 +344,7 @@ class ClusterManager:
     # ================================================================== metadata group
     def _on_meta_ready(self, rd: Ready) -> None:
         if rd.snapshot is not None and rd.snapshot.data is not None:
-            self.image = self.runtime.metadata = MetadataImage.from_json(json.loads(rd.snapshot.data))
+            self.image = MetadataImage.from_json(json.loads(rd.snapshot.data))
             self.meta.view.snapshot_data = rd.snapshot.data
             self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
             self.applied_offset = rd.snapshot.offset
@@ -466,7 +467,7 @@ class ClusterManager:
 
     def _reconcile_replicas(self, changed_topics=()) -> None:
         """Open a Raft group for every partition assigned to this broker; apply config changes."""
-        runtime = self.runtime
+        host = self.host
         for info in self.image.topics.values():
             cfg = None
             for index, replicas in enumerate(info.assignments):
@@ -475,25 +476,25 @@ class ClusterManager:
                 if group_id_of(info.name, index) not in self.groups:
                     self._open_replica(info, index, replicas)
                 elif info.name in changed_topics:
-                    cfg = cfg or runtime.log_config_for(info)
-                    p = runtime.replicas.get(info.name, index)
+                    cfg = cfg or host.log_config_for(info)
+                    p = host.replicas.get(info.name, index)
                     if p is not None:
                         p.log.update_config(cfg)
 
     def _open_replica(self, info, index: int, replicas: list[int]) -> None:
-        runtime = self.runtime
-        cfg = runtime.log_config_for(info)
-        plog = self._loaded_logs.pop((info.name, index), None) or runtime.log_manager.get(info.name, index)
+        host = self.host
+        cfg = host.log_config_for(info)
+        plog = self._loaded_logs.pop((info.name, index), None) or host.log_manager.get(info.name, index)
         if plog is None:
-            plog = runtime.log_manager.create(info.name, index, cfg)
+            plog = host.log_manager.create(info.name, index, cfg)
         else:
             plog.update_config(cfg)
-        p = ReplicatedPartition(info.name, index, plog, runtime.replicas, replicas)
+        p = ReplicatedPartition(info.name, index, plog, host.replicas, replicas)
         gid = group_id_of(info.name, index)
         g = RaftGroup(self, gid, plog, replicas, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
         g.tp = (info.name, index)
         p.attach(g, on_leader=self._on_partition_leader)
-        runtime.replicas.partitions[(info.name, index)] = p
+        host.replicas.partitions[(info.name, index)] = p
         self.groups[gid] = g
         fresh = plog.log_end_offset == 0 and g.node.term == 0
         if fresh and replicas[0] == self.node_id and self.loop is not None:
@@ -505,19 +506,12 @@ class ClusterManager:
         g = self.groups.pop(group_id_of(topic, index), None)
         if g is not None:
             g.close()
-        self.runtime.replicas.remove(topic, index)
+        self.host.replicas.remove(topic, index)
         if delete_log:
-            self.runtime.log_manager.delete(topic, index)
+            self.host.log_manager.delete(topic, index)
 
     def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
-        if partition.topic == "__consumer_offsets":
-            coord = self.runtime.coordinator
-        elif partition.topic == "__transaction_state":
-            coord = self.runtime.txn_coordinator
-        else:
-            return
-        if coord is not None:
-            coord.on_leadership(partition.index, leader)
+        self.host.on_partition_leader(partition.topic, partition.index, leader)
 
     # ================================================================== proposals
     def _spawn(self, coro) -> None:
@@ -606,7 +600,7 @@ class ClusterManager:
                 rec = {"type": "create_partitions", "name": info.name, "first": info.num_partitions,
                        "assignments": new}
             elif action == "set_configs":
-                self.runtime.validate_topic_configs(dict(args["configs"]))
+                self.host.validate_topic_configs(dict(args["configs"]))
                 rec = {"type": "set_configs", "name": args["name"], "configs": dict(args["configs"])}
             elif action == "producer_ids":
                 rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
@@ -648,7 +642,7 @@ class ClusterManager:
             # the asking broker (which, while the cluster starts, may know of none but itself).
             rf = min(rf, len(self._live_ids()))
         configs = dict(args.get("configs") or {})
-        self.runtime.validate_topic_configs(configs)
+        self.host.validate_topic_configs(configs)
         if args.get("assignments"):  # CreateTopics manual assignment: [[partition_index, [broker ids]], ...]
             assignments = manual_topic_assignments([(int(i), ids) for i, ids in args["assignments"]],
                                                    self.image.brokers, self._live_ids())
@@ -813,8 +807,8 @@ class ClusterManager:
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while True:
             self._heartbeat_now.clear()
-            host, port = self.runtime.advertised()
-            endpoints = endpoints_to_json(self.runtime.advertised_endpoints())
+            host, port = self.host.advertised()
+            endpoints = endpoints_to_json(self.host.advertised_endpoints())
             leaders = {gid: g.node.term for gid, g in self.groups.items()
                        if gid != META_GROUP and g.node.is_leader}
             req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
@@ -854,37 +848,12 @@ class ClusterManager:
             return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}), timeout_ms / 1000)
         if op == "status":
             return self.status()
-        if op in ("write_txn_markers", "verify_txn"):
-            if peer_id is None or peer_id < 0:
-                return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
-            return await self._txn_rpc(op, req)
         extra = self.rpc_ops.get(op) if isinstance(op, str) else None
         if extra is not None:
             if peer_id is None or peer_id < 0:
                 return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
             return await extra(peer_id, req)
         return {"error": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
-
-    async def _txn_rpc(self, op: str, req: dict) -> dict:
-        """A transaction coordinator elsewhere asks this broker to write markers to partitions
-        it leads (WriteTxnMarkers), or a partition leader asks this coordinator whether a
-        partition is in a transaction (KIP-890 verification)."""
-        from litemq.coordinator.transaction import write_markers_local
-
-        try:
-            if op == "verify_txn":
-                tc = self.runtime.txn_coordinator
-                err = tc.coordinator_error(str(req["transactional_id"]))
-                if not err:
-                    err = tc.verify(str(req["transactional_id"]), int(req["producer_id"]), int(req["producer_epoch"]),
-                                    {str(req["topic"]): {int(req["partition"])}})
-                return {"error": int(err)}
-            tps = [(str(t), int(i)) for t, i in req["partitions"]]
-            errors = await write_markers_local(self.runtime, int(req["producer_id"]), int(req["producer_epoch"]),
-                                               bool(req["commit"]), int(req["coordinator_epoch"]), tps)
-            return {"errors": [int(errors[tp]) for tp in tps]}
-        except (KeyError, TypeError, ValueError) as exc:
-            return {"error": ErrorCode.INVALID_REQUEST, "message": f"bad {op} request: {exc}"}
 
     # ================================================================== views
     def leader_of(self, topic: str, index: int) -> tuple[int, int]:
@@ -911,8 +880,8 @@ class ClusterManager:
         for n in sorted(self.live_brokers | {self.node_id}):
             b = self.image.brokers.get(n)
             if n == self.node_id:
-                ep = self.runtime.advertised_endpoints().get(listener_name) if listener_name else \
-                    self.runtime.advertised()
+                ep = self.host.advertised_endpoints().get(listener_name) if listener_name else \
+                    self.host.advertised()
             else:
                 ep = b.endpoint(listener_name) if b is not None else None
             if ep is not None:
@@ -934,7 +903,7 @@ class ClusterManager:
     def status(self) -> dict:
         node = self.meta.node
         parts = []
-        for (topic, index), p in sorted(self.runtime.replicas.partitions.items()):
+        for (topic, index), p in sorted(self.host.replicas.partitions.items()):
             g = getattr(p, "group", None)
             if g is None:
                 continue

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from litemq import limits
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata, now_ms
-from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic, replay_committed
+from litemq.coordinator.internal_topic import append_committed, replay_committed
 from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_key, decode_offset_value, encode_group_key, encode_group_value,
                                         encode_offset_key, encode_offset_value, partition_for)
@@ -41,7 +41,7 @@ from litemq.protocol.errors import KafkaError
 from litemq.protocol.records import CONTROL_COMMIT, build_batch, parse_control_key
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.coordinator.host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +96,9 @@ def _merge_txn_offsets(offsets: dict[tuple[str, int], tuple[OffsetAndMetadata, i
 class GroupCoordinator:
     """Every consumer group whose offsets partition this broker leads. Event-loop thread only."""
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
-        self.runtime = runtime
-        self.config = runtime.config
+    def __init__(self, host: "CoordinatorHost") -> None:
+        self.host = host
+        self.config = host.config
         self.groups: dict[str, GroupMetadata] = {}
         self.num_partitions = self.config.offsets_topic_num_partitions
         self._expiry_task: asyncio.Task | None = None
@@ -109,19 +109,19 @@ class GroupCoordinator:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        return self.runtime.loop
+        return self.host.loop
 
     # ================================================================== lifecycle
     def start(self) -> None:
         """Load groups and offsets from ``__consumer_offsets`` (if it exists) and start expiry."""
-        info = self.runtime.metadata.topics.get(OFFSETS_TOPIC)
+        info = self.host.topic(OFFSETS_TOPIC)
         if info is not None:
             self.num_partitions = info.num_partitions
             for i in range(info.num_partitions):
-                if self.runtime.cluster is None:
+                if not self.host.clustered:
                     self._load_partition(i)
                 else:
-                    p = self.runtime.replicas.get(OFFSETS_TOPIC, i)
+                    p = self.host.partition(OFFSETS_TOPIC, i)
                     if p is not None and getattr(p, "_announced", False):
                         self.on_leadership(i, True)
         self._expiry_task = self.loop.create_task(self._expiry_loop())
@@ -143,8 +143,8 @@ class GroupCoordinator:
     # ================================================================== offsets topic
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (compacted, internal) on first use."""
-        info = ensure_internal_topic(self.runtime, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 3,
-                                     OFFSETS_TOPIC_SEGMENT_BYTES)
+        info = self.host.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 3,
+                                               OFFSETS_TOPIC_SEGMENT_BYTES)
         self.num_partitions = info.num_partitions
 
     def partition_for(self, group_id: str) -> int:
@@ -162,10 +162,10 @@ class GroupCoordinator:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return E.COORDINATOR_NOT_AVAILABLE
         index = self.partition_for(group_id or "")
-        p = self.runtime.replicas.get(OFFSETS_TOPIC, index)
+        p = self.host.partition(OFFSETS_TOPIC, index)
         if p is None or not p.is_leader:
             return E.NOT_COORDINATOR
-        if self.runtime.cluster is not None and index not in self.loaded_partitions:
+        if self.host.clustered and index not in self.loaded_partitions:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
@@ -198,7 +198,7 @@ class GroupCoordinator:
         Returns (error code, offset of the first record). ``batch_args`` go to ``build_batch``
         (producer id/epoch/sequence and the transactional flag of TxnOffsetCommit).
         """
-        p = self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         return await append_committed(p, build_batch(records, **batch_args),
                                       self.config.offsets_commit_timeout_ms / 1000)
 
@@ -223,7 +223,7 @@ class GroupCoordinator:
     # ================================================================== loading
     def _load_partition(self, index: int) -> None:
         """Replay one offsets partition (Kafka ``GroupMetadataManager.doLoadGroupsAndOffsets``)."""
-        p = self.runtime.replicas.get(OFFSETS_TOPIC, index)
+        p = self.host.partition(OFFSETS_TOPIC, index)
         if p is None:
             return
         stored: dict[str, Any] = {}
@@ -805,9 +805,8 @@ class GroupCoordinator:
         results: dict[tuple[str, int], int] = {}
         valid: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
         now = now_ms()
-        topics = self.runtime.metadata.topics
         for tp, om in offsets.items():
-            info = topics.get(tp[0])
+            info = self.host.topic(tp[0])
             if info is None or not 0 <= tp[1] < info.num_partitions:
                 results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif om.metadata is not None and len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
@@ -839,8 +838,8 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id)
         if err:
             return all_(err)
-        err = await self.runtime.verify_transaction(transactional_id, producer_id, producer_epoch, OFFSETS_TOPIC,
-                                                    self.partition_for(group_id))
+        err = await self.host.verify_transaction(transactional_id, producer_id, producer_epoch, OFFSETS_TOPIC,
+                                                 self.partition_for(group_id))
         if err:
             return all_(err)
         group = self.groups.get(group_id)
@@ -859,7 +858,7 @@ class GroupCoordinator:
         results, valid = self._validate_offsets(offsets, -1)
         if not valid:
             return results
-        p = self.runtime.replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         if p is None:
             return all_(E.NOT_COORDINATOR)
         # The coordinator is the producer of this batch: continue the producer's sequence.

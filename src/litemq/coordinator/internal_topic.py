@@ -56,31 +56,6 @@ async def append_committed(partition, batch: bytes, timeout_s: float, **append_k
     return E.NONE, info.first_offset
 
 
-def ensure_internal_topic(runtime, name: str, num_partitions: int, replication_factor: int, segment_bytes: int):
-    """The :class:`TopicInfo` of internal compacted topic ``name`` (``__consumer_offsets``,
-    ``__transaction_state``), created on first use with ``num_partitions`` partitions and
-    ``min(replication_factor, live brokers)`` replicas.
-
-    Raises:
-        KafkaError(COORDINATOR_NOT_AVAILABLE): in a cluster, while the metadata leader creates
-            it (clients retry); the creation errors of a single broker otherwise.
-    """
-    info = runtime.metadata.topics.get(name)
-    if info is not None:
-        return info
-    configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-    if runtime.cluster is not None:  # the metadata leader caps the factor at its live brokers
-        runtime.cluster.auto_create(name, num_partitions, replication_factor, configs, internal=True)
-        raise KafkaError(f"{name} is being created", E.COORDINATOR_NOT_AVAILABLE)
-    rf = min(replication_factor, runtime.live_broker_count())
-    try:
-        return runtime.create_topic(name, num_partitions, rf, configs, internal=True)
-    except KafkaError as exc:
-        if exc.code != E.TOPIC_ALREADY_EXISTS:
-            raise
-        return runtime.metadata.topics[name]
-
-
 def replay_committed(partition):
     """Every batch of ``partition`` from its log start offset to its high watermark, as
     ``(BatchHeader, records)`` with the batch's records decoded (control batches too), for a

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
-from litemq.coordinator.internal_topic import append_committed, ensure_internal_topic, replay_committed
+from litemq.coordinator.internal_topic import append_committed, replay_committed
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.txn_records import (TxnLogValue, TxnState, decode_txn_key, decode_txn_value,
                                             encode_txn_key, encode_txn_value)
@@ -43,7 +43,7 @@ from litemq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, 
 from litemq.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.coordinator.host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +105,9 @@ class TransactionMetadata:
 class TransactionCoordinator:
     """Every transactional id whose ``__transaction_state`` partition this broker leads."""
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
-        self.runtime = runtime
-        self.config = runtime.config
+    def __init__(self, host: "CoordinatorHost") -> None:
+        self.host = host
+        self.config = host.config
         self.txns: dict[str, TransactionMetadata] = {}
         self.num_partitions = self.config.transaction_state_log_num_partitions
         self.loaded_partitions: set[int] = set()
@@ -117,16 +117,16 @@ class TransactionCoordinator:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        return self.runtime.loop
+        return self.host.loop
 
     # ================================================================== lifecycle
     def start(self) -> None:
-        info = self.runtime.metadata.topics.get(TXN_TOPIC)
+        info = self.host.topic(TXN_TOPIC)
         if info is not None:
             self.num_partitions = info.num_partitions
             for i in range(info.num_partitions):
-                p = self.runtime.replicas.get(TXN_TOPIC, i)
-                if self.runtime.cluster is None:
+                p = self.host.partition(TXN_TOPIC, i)
+                if not self.host.clustered:
                     self.on_leadership(i, True)
                 elif p is not None and getattr(p, "_announced", False):
                     self.on_leadership(i, True)
@@ -151,9 +151,10 @@ class TransactionCoordinator:
         Raises:
             KafkaError(COORDINATOR_NOT_AVAILABLE): in a cluster, while it is being created.
         """
-        created = TXN_TOPIC not in self.runtime.metadata.topics
-        info = ensure_internal_topic(self.runtime, TXN_TOPIC, self.config.transaction_state_log_num_partitions,
-                                     self.config.transaction_state_log_replication_factor, TXN_TOPIC_SEGMENT_BYTES)
+        created = self.host.topic(TXN_TOPIC) is None
+        info = self.host.ensure_internal_topic(TXN_TOPIC, self.config.transaction_state_log_num_partitions,
+                                               self.config.transaction_state_log_replication_factor,
+                                               TXN_TOPIC_SEGMENT_BYTES)
         self.num_partitions = info.num_partitions
         if created:  # a single broker leads every partition of the topic it just created
             for i in range(info.num_partitions):
@@ -174,7 +175,7 @@ class TransactionCoordinator:
         except KafkaError:
             return E.COORDINATOR_NOT_AVAILABLE
         index = self.partition_for(transactional_id)
-        p = self.runtime.replicas.get(TXN_TOPIC, index)
+        p = self.host.partition(TXN_TOPIC, index)
         if p is None or not p.is_leader:
             return E.NOT_COORDINATOR
         if index not in self.loaded_partitions:
@@ -182,7 +183,7 @@ class TransactionCoordinator:
         return E.NONE
 
     def coordinator_epoch(self, transactional_id: str) -> int:
-        p = self.runtime.replicas.get(TXN_TOPIC, self.partition_for(transactional_id))
+        p = self.host.partition(TXN_TOPIC, self.partition_for(transactional_id))
         return p.leader_epoch if p is not None else -1
 
     def on_leadership(self, index: int, leader: bool) -> None:
@@ -200,7 +201,7 @@ class TransactionCoordinator:
 
     def _load_partition(self, index: int) -> None:
         """Replay one ``__transaction_state`` partition; resume transactions caught in Prepare*."""
-        p = self.runtime.replicas.get(TXN_TOPIC, index)
+        p = self.host.partition(TXN_TOPIC, index)
         if p is None:
             return
         latest: dict[str, TxnLogValue | None] = {}
@@ -241,7 +242,7 @@ class TransactionCoordinator:
         tid = meta.transactional_id
         index = self.partition_for(tid)
         epoch = self.coordinator_epoch(tid)
-        p = self.runtime.replicas.get(TXN_TOPIC, index)
+        p = self.host.partition(TXN_TOPIC, index)
         batch = build_batch([(encode_txn_key(tid), None if value is None else encode_txn_value(value))])
         err, _ = await append_committed(p, batch, self.config.request_timeout_ms / 1000)
         if err == E.REQUEST_TIMED_OUT:
@@ -323,7 +324,7 @@ class TransactionCoordinator:
 
     async def _new_producer_id(self) -> int:
         try:
-            return await self.runtime.allocate_producer_id()
+            return await self.host.allocate_producer_id()
         except KafkaError as exc:
             log.warning("cannot allocate a producer id: %s", exc)
             return -1
@@ -463,7 +464,7 @@ class TransactionCoordinator:
                 err = results.get(tp, E.REQUEST_TIMED_OUT)
                 if err == E.NONE:
                     continue
-                if tp[0] not in self.runtime.metadata.topics:
+                if self.host.topic(tp[0]) is None:
                     continue  # deleted topic: nothing to mark
                 if err in (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.PRODUCER_FENCED):
                     log.warning("marker for producer %d on %s-%d refused: %s", producer_id, tp[0], tp[1], E(err).name)
@@ -476,20 +477,18 @@ class TransactionCoordinator:
         return True
 
     def _leader_of(self, topic: str, index: int) -> int:
-        if self.runtime.cluster is None:
-            return self.config.node_id
-        return self.runtime.cluster.leader_of(topic, index)[0]
+        return self.host.partition_leader(topic, index)
 
     async def _markers_to(self, leader: int, producer_id: int, producer_epoch: int, commit: bool,
                           coordinator_epoch: int, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if leader < 0:
             return {tp: E.NOT_LEADER_OR_FOLLOWER for tp in tps}
         if leader == self.config.node_id:
-            return await write_markers_local(self.runtime, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+            return await write_markers_local(self.host, producer_id, producer_epoch, commit, coordinator_epoch, tps)
         req = {"op": "write_txn_markers", "producer_id": producer_id, "producer_epoch": producer_epoch,
                "commit": commit, "coordinator_epoch": coordinator_epoch, "partitions": [list(tp) for tp in tps]}
         try:
-            res = await self.runtime.cluster.transport.rpc(leader, req, self.config.request_timeout_ms / 1000)
+            res = await self.host.rpc(leader, req, self.config.request_timeout_ms / 1000)
         except (ConnectionError, asyncio.TimeoutError, OSError):
             return {tp: E.NOT_LEADER_OR_FOLLOWER for tp in tps}
         errors = res.get("errors")
@@ -555,8 +554,8 @@ class TransactionCoordinator:
         return out
 
 
-async def write_markers_local(runtime, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                              tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+async def write_markers_local(host: "CoordinatorHost", producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Append a COMMIT/ABORT marker to each hosted partition ``tps`` as leader and wait until it
     is committed (WriteTxnMarkers v0-1, Kafka ``handleWriteTxnMarkersRequest``). Markers that
     land in ``__consumer_offsets`` complete the group coordinator's pending TxnOffsetCommits.
@@ -567,9 +566,9 @@ async def write_markers_local(runtime, producer_id: int, producer_epoch: int, co
     waits: list[tuple[tuple[str, int], Any, int]] = []
     out: dict[tuple[str, int], int] = {}
     for topic, index in tps:
-        p = runtime.replicas.get(topic, index)
+        p = host.partition(topic, index)
         if p is None:
-            info = runtime.metadata.topics.get(topic)
+            info = host.topic(topic)
             known = info is not None and 0 <= index < info.num_partitions
             out[(topic, index)] = E.NOT_LEADER_OR_FOLLOWER if known else E.UNKNOWN_TOPIC_OR_PARTITION
             continue
@@ -585,7 +584,7 @@ async def write_markers_local(runtime, producer_id: int, producer_epoch: int, co
             out[(topic, index)] = exc.code
             continue
         waits.append(((topic, index), p, info.last_offset + 1))
-    timeout_s = runtime.config.request_timeout_ms / 1000
+    timeout_s = host.config.request_timeout_ms / 1000
     for tp, p, target in waits:
         try:
             await asyncio.wait_for(p.waiter(target), timeout_s)
@@ -596,6 +595,6 @@ async def write_markers_local(runtime, producer_id: int, producer_epoch: int, co
             out[tp] = exc.code
             continue
         out[tp] = E.NONE
-        if tp[0] == "__consumer_offsets" and runtime.coordinator is not None:
-            runtime.coordinator.complete_txn(tp[1], producer_id, commit)
+        if tp[0] == "__consumer_offsets":
+            host.complete_txn_offsets(tp[1], producer_id, commit)
     return out

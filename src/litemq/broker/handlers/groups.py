@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names, authorized_operations
+from litemq.broker.coordinator_host import BrokerCoordinatorHost
 from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from litemq.coordinator.group import GroupState
 from litemq.coordinator.transaction import TXN_TOPIC
@@ -329,7 +330,7 @@ async def handle_offset_delete(ctx, req) -> dict:
 
 def register(runtime) -> None:
     """Create the coordinator (loading ``__consumer_offsets``) and register the group APIs."""
-    coordinator = GroupCoordinator(runtime)
+    coordinator = GroupCoordinator(BrokerCoordinatorHost(runtime))
     runtime.coordinator = coordinator
     coordinator.start()
     runtime.register(10, handle_find_coordinator, 0, 4)

@@ -28,6 +28,7 @@ import logging
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorize_by_resource_type, authorized_names
+from litemq.broker.coordinator_host import BrokerCoordinatorHost
 from litemq.broker.handlers.groups import commit_response, committable_offsets
 from litemq.coordinator.coordinator import OFFSETS_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
@@ -174,8 +175,8 @@ async def handle_write_txn_markers(ctx, req) -> dict:
     allowed = authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for m in req.markers:
         tps = [(t.name, i) for t in m.topics for i in t.partition_indexes]
-        errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in tps} if not allowed else await write_markers_local(ctx.runtime, m.producer_id, m.producer_epoch, m.transaction_result,
-                                           m.coordinator_epoch, tps)
+        errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in tps} if not allowed else await write_markers_local(
+            _tc(ctx).host, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch, tps)
         topics: dict[str, list[dict]] = {}
         for name, i in tps:
             topics.setdefault(name, []).append({"partition_index": i, "error_code": errors[(name, i)]})
@@ -278,7 +279,7 @@ def handle_describe_producers(ctx, req) -> dict:
 
 def register(runtime) -> None:
     """Create the transaction coordinator (loading ``__transaction_state``) and register its APIs."""
-    tc = TransactionCoordinator(runtime)
+    tc = TransactionCoordinator(BrokerCoordinatorHost(runtime))
     runtime.txn_coordinator = tc
     tc.start()
     runtime.register(22, handle_init_producer_id)
@@ -290,3 +291,33 @@ def register(runtime) -> None:
     runtime.register(61, handle_describe_producers)
     runtime.register(65, handle_describe_transactions)
     runtime.register(66, handle_list_transactions)
+
+
+# ---------------------------------------------------------------------- broker-to-broker RPC
+async def _serve_txn_rpc(runtime, op: str, req: dict) -> dict:
+    """A transaction coordinator elsewhere asks this broker to write markers to partitions it
+    leads (``write_txn_markers``, WriteTxnMarkers), or a partition leader asks this
+    coordinator whether a partition is in a transaction (``verify_txn``, KIP-890
+    verification). Answers ``{"error": code}`` / ``{"errors": [code per partition]}``."""
+    try:
+        if op == "verify_txn":
+            tc = runtime.txn_coordinator
+            err = tc.coordinator_error(str(req["transactional_id"]))
+            if not err:
+                err = tc.verify(str(req["transactional_id"]), int(req["producer_id"]), int(req["producer_epoch"]),
+                                {str(req["topic"]): {int(req["partition"])}})
+            return {"error": int(err)}
+        tps = [(str(t), int(i)) for t, i in req["partitions"]]
+        errors = await write_markers_local(BrokerCoordinatorHost(runtime), int(req["producer_id"]),
+                                           int(req["producer_epoch"]), bool(req["commit"]),
+                                           int(req["coordinator_epoch"]), tps)
+        return {"errors": [int(errors[tp]) for tp in tps]}
+    except (KeyError, TypeError, ValueError) as exc:
+        return {"error": E.INVALID_REQUEST, "message": f"bad {op} request: {exc}"}
+
+
+def register_rpc_ops(runtime) -> None:
+    """Serve the transaction RPC ops ``write_txn_markers`` and ``verify_txn`` on the cluster's
+    broker RPC port (the cluster manager answers only brokers' calls to them)."""
+    for op in ("write_txn_markers", "verify_txn"):
+        runtime.cluster.rpc_ops[op] = lambda peer_id, req, op=op: _serve_txn_rpc(runtime, op, req)
