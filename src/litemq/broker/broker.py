@@ -20,6 +20,7 @@ from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
+from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo
 from litemq.metrics import BrokerMetrics
@@ -31,15 +32,6 @@ from litemq.storage.config import LogConfig
 from litemq.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
-
-BROKER_TOPIC_CONFIGS = {
-    "min.insync.replicas": "1",
-    "compression.type": "producer",
-    "unclean.leader.election.enable": "false",
-    "message.timestamp.difference.max.ms": str(2**63 - 1),
-}
-"""Topic configs the broker (not the log) interprets, with their defaults."""
-
 
 class BrokerRuntime:
     """One broker's live state. Create, ``await start()``, ``await stop()``.

@@ -7,14 +7,23 @@ A handler is ``handler(ctx, request) -> body | Awaitable[body] | None`` where ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+from typing import Any, Callable, Protocol
 
 
-def register_all(runtime: "BrokerRuntime") -> None:
-    """Register every API this broker serves, with the version ranges it advertises."""
+class HandlerRegistry(Protocol):
+    """Where handlers are registered: the broker runtime (``BrokerRuntime.register``). Typed here
+    so this package does not import ``broker.py``, which imports it; each handler reaches the
+    runtime's state through its request context (``ctx.runtime``)."""
+
+    def register(self, api_key: int, handler: Callable[..., Any], min_version: int | None = None,
+                 max_version: int | None = None) -> None:
+        """Serve ``api_key`` with ``handler``; advertise ``[min_version, max_version]`` clipped to
+        the schema's range (the schema's full range when None)."""
+
+
+def register_all(runtime: HandlerRegistry) -> None:
+    """Register every API this broker serves, with the version ranges it advertises (and create
+    the group and transaction coordinators, which the group and txn modules own)."""
     from litemq.broker.handlers import admin, core, fetch, produce, security_admin
 
     core.register(runtime)

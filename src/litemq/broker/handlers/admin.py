@@ -18,7 +18,7 @@ import logging
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
-from litemq.broker.broker import BROKER_TOPIC_CONFIGS
+from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
