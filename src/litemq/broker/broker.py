@@ -16,13 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from litemq import limits
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
-from litemq.cluster.metadata import ClusterMetadata, TopicInfo
+from litemq.cluster.metadata import ClusterMetadata, TopicInfo, validate_topic_name
 from litemq.metrics import BrokerMetrics
 from litemq.config import TLS_PROTOCOLS, BrokerConfig, ListenerSpec
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -342,7 +343,26 @@ class BrokerRuntime:
         await self.cluster.admin("create_topic", timeout_s=timeout_s, name=name, num_partitions=num_partitions,
                                  replication_factor=replication_factor, configs=configs, internal=internal,
                                  assignments=[[i, list(ids)] for i, ids in assignments] if assignments else None)
-        return self.metadata.topics[name]
+        info = self.metadata.topics[name]
+        await self._wait_partition_leaders(name, info.num_partitions, deadline)
+        return info
+
+    async def _wait_partition_leaders(self, name: str, num_partitions: int, deadline: float) -> None:
+        """Until this broker knows a leader of every partition of ``name``, at most until
+        ``deadline`` (loop time). Kafka's controller names the leaders in the records that
+        create a topic, so a client may use the topic the moment CreateTopics answers; here the
+        partitions' Raft groups elect them just after, and answering before they are known made
+        an immediate Metadata/ListOffsets fail. The topic exists either way: on timeout the
+        answer is still success (leaders then show as LEADER_NOT_AVAILABLE, which clients retry)."""
+        delay_s = 0.002
+        while True:
+            if all(self.cluster.leader_of(name, i)[0] >= 0 for i in range(num_partitions)):
+                return
+            remaining = deadline - self.loop.time()
+            if remaining <= 0 or name not in self.metadata.topics:
+                return
+            await asyncio.sleep(min(delay_s, remaining))
+            delay_s = min(delay_s * 2, limits.ADMIN_RETRY_BACKOFF_MS / 1000)
 
     async def delete_topic_async(self, name: str, timeout_s: float | None = None) -> TopicInfo:
         if self.cluster is None:
@@ -425,6 +445,7 @@ class BrokerRuntime:
         """Node ids of the cluster's registered brokers (live or not); ``[node_id]`` alone."""
         if self.cluster is not None:
             return sorted(self.metadata.brokers)
+        validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION now, as Kafka's auto-creation answers
         return [self.config.node_id]
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, int]:

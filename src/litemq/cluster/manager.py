@@ -112,6 +112,8 @@ class ClusterManager:
         self._leader_waiters: list[asyncio.Future] = []
         """Futures completed when the metadata group's role or known leader changes."""
         self._heartbeat_now = asyncio.Event()
+        self._beat_waiters: list[asyncio.Future] = []
+        """Futures completed when a heartbeat sent after they were added has been answered."""
         self._auto_creating: set[str] = set()
         self._last_seen: dict[int, float] = {}
         self._leader_state_term = -1
@@ -511,6 +513,9 @@ class ClusterManager:
             self.host.log_manager.delete(topic, index)
 
     def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
+        # Report a new leadership to the metadata leader at once, not at the next heartbeat:
+        # brokers hosting no replica of it learn leaders from the heartbeat answers.
+        self._heartbeat_now.set()
         self.host.on_partition_leader(partition.topic, partition.index, leader)
 
     # ================================================================== proposals
@@ -807,6 +812,7 @@ class ClusterManager:
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while True:
             self._heartbeat_now.clear()
+            beat_waiters, self._beat_waiters = self._beat_waiters, []
             host, port = self.host.advertised()
             endpoints = endpoints_to_json(self.host.advertised_endpoints())
             leaders = {gid: g.node.term for gid, g in self.groups.items()
@@ -835,6 +841,27 @@ class ClusterManager:
     # ================================================================== RPC
     async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
         op = req.get("op")
+    async def refresh_leaders(self, timeout_s: float) -> None:
+        """Heartbeat the metadata leader now (out of turn) and wait for its answer, which
+        carries the live brokers and every partition's leader, at most ``timeout_s`` seconds.
+
+        A broker learns the leaders of partitions it hosts no replica of only from these
+        answers; Metadata calls this when it would answer a partition without a leader, so a
+        topic created (or a leader elected) a moment ago is not reported leaderless for up to
+        one heartbeat interval (Kafka's brokers get leaders in the same metadata records)."""
+        if self.meta.node.leader_id is None or timeout_s <= 0:
+            return
+        fut = self.loop.create_future()
+        self._beat_waiters.append(fut)
+        self._heartbeat_now.set()
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if not fut.done():
+                fut.cancel()
+
         if op == "heartbeat":
             if not self.meta.node.is_leader:
                 return {"error": ErrorCode.NOT_CONTROLLER, "message": "not the metadata leader"}

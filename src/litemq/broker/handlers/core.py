@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import CLUSTER_RESOURCE_NAME, authorize, authorized_names, authorized_operations
+from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 
@@ -75,7 +76,11 @@ def topic_entry(runtime, info) -> dict:
     }
 
 
-def handle_metadata(ctx, req) -> dict:
+def handle_metadata(ctx, req):
+    """Metadata v0-v12. In a cluster, a partition this broker knows no leader of makes it ask
+    the metadata leader for the current leaders first (bounded by
+    ``limits.METADATA_LEADER_REFRESH_WAIT_MS``), as a Kafka broker names the leaders from the
+    records that created the partition."""
     runtime = ctx.runtime
     v = ctx.version
     meta = runtime.metadata
@@ -124,6 +129,20 @@ def handle_metadata(ctx, req) -> dict:
                                    "partitions": []})
                 continue
             topics_out.append(topic_entry(runtime, info))
+    if runtime.cluster is not None and _leaderless(topics_out):
+        return _after_leader_refresh(ctx, req, topics_out)
+    return _metadata_body(ctx, req, topics_out)
+
+
+async def _after_leader_refresh(ctx, req, topics_out: list[dict]) -> dict:
+    runtime = ctx.runtime
+    await runtime.cluster.refresh_leaders(limits.METADATA_LEADER_REFRESH_WAIT_MS / 1000)
+    return _metadata_body(ctx, req, [_refreshed(runtime, t) for t in topics_out])
+
+
+def _metadata_body(ctx, req, topics_out: list[dict]) -> dict:
+    runtime = ctx.runtime
+    v = ctx.version
     # KIP-430: v8+ topic, v8-v10 cluster authorized operations, INT32_MIN unless asked for
     want_topic_ops = v >= 8 and req.include_topic_authorized_operations
     for t in topics_out:
@@ -133,12 +152,23 @@ def handle_metadata(ctx, req) -> dict:
         "throttle_time_ms": 0,
         "brokers": [{"node_id": n, "host": h, "port": p, "rack": None}
                     for n, h, p in runtime.brokers(ctx.connection.listener_name)],
-        "cluster_id": meta.cluster_id,
+        "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
         "topics": topics_out,
         "cluster_authorized_operations": cluster_authorized_operations(
             ctx, 8 <= v <= 10 and req.include_cluster_authorized_operations),
     }
+
+
+def _leaderless(topics_out: list[dict]) -> bool:
+    return any(p["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+               for t in topics_out if t["error_code"] == ErrorCode.NONE for p in t["partitions"])
+
+
+def _refreshed(runtime, entry: dict) -> dict:
+    """``entry`` again from the current metadata (a topic deleted meanwhile keeps its entry)."""
+    info = runtime.metadata.topics.get(entry["name"]) if entry["error_code"] == ErrorCode.NONE else None
+    return topic_entry(runtime, info) if info is not None else entry
 
 
 def cluster_authorized_operations(ctx, requested: bool) -> int:

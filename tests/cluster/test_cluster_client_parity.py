@@ -1,0 +1,74 @@
+"""A 3-broker cluster answers a client as a single broker does (issue 19):
+
+- a topic is usable the moment CreateTopics answers: the answering broker's Metadata names a
+  leader of every partition, and a watermark query right after a produce works through every
+  broker (Kafka's controller writes the leaders in the records that create a topic; a LiteMQ
+  cluster's partitions elect theirs just after, so CreateTopics waits for them, bounded by its
+  ``timeout_ms``);
+- producing to an invalid topic name fails the messages at once with Kafka's
+  INVALID_TOPIC_EXCEPTION (was: Metadata answered LEADER_NOT_AVAILABLE while a background
+  auto-creation failed, and the messages waited for ``message.timeout.ms``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from litemq.testing.cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(tmp_path_factory.mktemp("parity"), 3) as c:
+        yield c
+
+
+def test_topic_usable_as_soon_as_created(cluster):
+    nodes = cluster.node_ids
+    admins = {n: AdminClient({"bootstrap.servers": cluster.node(n).bootstrap_servers}) for n in nodes}
+    for round_no in range(6):
+        node = nodes[round_no % len(nodes)]
+        topic = f"fresh-{round_no}"
+        # replication factor 2 of 3: some brokers host no replica of some partitions
+        admins[node].create_topics([NewTopic(topic, 3, 2)], operation_timeout=15)[topic].result(30)
+        md = admins[node].list_topics(topic, timeout=10).topics[topic]
+        assert md.error is None
+        assert sorted(md.partitions) == [0, 1, 2]
+        assert all(p.leader >= 0 for p in md.partitions.values()), \
+            f"broker {node} answered CreateTopics before knowing the leaders: {md.partitions}"
+
+        p = Producer({"bootstrap.servers": cluster.node(node).bootstrap_servers, "acks": "all"})
+        for i in range(3):
+            p.produce(topic, value=b"v", partition=i)
+        assert p.flush(30) == 0
+        time.sleep(0.001)
+        for other in nodes:
+            c = Consumer({"bootstrap.servers": cluster.node(other).bootstrap_servers, "group.id": "parity"})
+            try:
+                for i in range(3):
+                    try:
+                        low, high = c.get_watermark_offsets(TopicPartition(topic, i), timeout=10)
+                    except Exception:
+                        md = admins[other].list_topics(topic, timeout=10).topics[topic]
+                        raise AssertionError(f"round {round_no} created on {node}, asked {other} p{i}: "
+                                             f"{md.error} {[(q.id, q.leader, q.error) for q in md.partitions.values()]}")
+                    assert low == 0 and high >= 1
+            finally:
+                c.close()
+
+
+def test_invalid_topic_name_fails_messages_at_once(cluster):
+    errors = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 20000})
+    for _ in range(4):
+        p.produce("not a valid name!", b"x", on_delivery=lambda err, msg: errors.append(err))
+    started = time.monotonic()
+    assert p.flush(30) == 0
+    assert time.monotonic() - started < 10  # failed by the broker's answer, not by the client timeout
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION] * 4
