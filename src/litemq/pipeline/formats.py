@@ -24,7 +24,18 @@ Supported formats (``FORMATS`` keys):
 ``openssh``        OpenSSH ``sshd`` lines of a syslog file
 ``openstack``      OpenStack (nova) oslo.log lines prefixed by the log file name
 ``mac``            macOS ``system.log`` (syslog with ``[pid]`` and optional ``(address)``)
+``syslog_iso``     RFC 3339 syslog (rsyslog's default on Debian 12+) and ``journalctl -o short-iso``
+``dpkg``           Debian ``/var/log/dpkg.log`` (``2025-06-24 14:36:25 status installed p:amd64 1.0``)
+``alternatives``   Debian ``/var/log/alternatives.log`` (``update-alternatives 2025-06-24 14:36:53: ...``)
+``apt_history``    ``/var/log/apt/history.log``: one record per multi-line ``Start-Date:`` stanza
+``apt_term``       ``/var/log/apt/term.log``: ``Log started:`` headers, dpkg's terminal output between
 =================  ==========================================================================
+
+Multi-line records: an ``apt_history`` record is a whole stanza (its lines joined by ``\n``,
+see :func:`join_records` and :data:`RECORD_START`). ``apt_history`` and ``apt_term`` are
+detected by their first line (:data:`FIRST_LINE`), not by the fraction of matching lines: most
+lines of ``term.log`` are free text that carries no timestamp (a line without one is dated by
+the line before it, see ``litemq.pipeline.ingest``).
 
 The header layouts are those of the loghub benchmark (https://github.com/logpai/loghub; the
 ``log_format`` strings of logpai/logparser's benchmark), so on the loghub 2k samples the parsed
@@ -45,11 +56,15 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 __all__ = [
+    "FIRST_LINE",
     "FORMATS",
     "FormatSpec",
+    "RECORD_START",
+    "RecordJoiner",
+    "join_records",
     "ParsedLine",
     "detect_format",
     "normalise_level",
@@ -397,6 +412,61 @@ def _b_apache_access(m: re.Match, year: int | None) -> ParsedLine:
                       if m["user"] != "-" or m["ident"] != "-" else None)
 
 
+def _b_syslog_iso(m: re.Match, year: int | None) -> ParsedLine:
+    ts = _ts_iso(m["date"], m["time"])
+    tz = m["tz"]
+    if ts is not None and tz and tz != "Z":
+        off = (int(tz[1:3]) * 60 + int(tz[-2:])) * 60000
+        ts = ts - off if tz[0] == "+" else ts + off
+    return ParsedLine("syslog_iso", m["message"], True, ts, None, None, m["component"], m["host"],
+                      m["pid"])
+
+
+def _b_dpkg(m: re.Match, year: int | None) -> ParsedLine:
+    return ParsedLine("dpkg", m["message"], True, _ts_iso(m["date"], m["time"]), None, None,
+                      m["component"])
+
+
+def _b_alternatives(m: re.Match, year: int | None) -> ParsedLine:
+    return ParsedLine("alternatives", m["message"], True, _ts_iso(m["date"], m["time"]), None, None,
+                      m["component"])
+
+
+_APT_FIELD = re.compile(r"^([A-Z][A-Za-z-]*): ?(.*)$", re.M)
+_APT_PKG = re.compile(r"[^\s,()]+ \([^()]*\)")
+_APT_ACTIONS = ("Install", "Reinstall", "Upgrade", "Downgrade", "Remove", "Purge")
+
+
+def _b_apt_history(m: re.Match, year: int | None) -> ParsedLine:
+    # Start-Date: 2025-06-24  14:36:25 / Commandline: / Requested-By: / Install: p:amd64 (1.0,
+    # automatic), ... / Error: ... / End-Date: ...  -> message "<command line> -> Install 3, ..."
+    fields = dict(_APT_FIELD.findall(m["body"]))
+    acts = [f"{a} {len(_APT_PKG.findall(fields[a]))}" for a in _APT_ACTIONS if a in fields]
+    cmd = fields.get("Commandline", "(no command line)")
+    message = cmd + (" -> " + ", ".join(acts) if acts else "")
+    extra = {k: v for k, v in (("end", fields.get("End-Date")), ("requested_by", fields.get("Requested-By")),
+                                ("error", fields.get("Error"))) if v}
+    if "Error" in fields:
+        message += " -> Error: " + fields["Error"]
+    lv = "Error" if "Error" in fields else None
+    return ParsedLine("apt_history", message, True, _ts_iso(m["date"], m["time"]),
+                      normalise_level(lv), lv, "apt", extra=extra or None)
+
+
+_TERM_ERROR = re.compile(r"^(?:E: |Errors were encountered|(?:[\w./+-]+: )?error[: ])", re.I)
+_TERM_WARN = re.compile(r"^(?:W: |(?:[\w./+-]+: )?warning[: ]|Failed to )", re.I)
+
+
+def _b_apt_term(m: re.Match, year: int | None) -> ParsedLine:
+    mark = m["mark"]
+    if mark is not None:
+        return ParsedLine("apt_term", f"Log {mark}", True, _ts_iso(m["date"], m["time"]),
+                          None, None, "apt")
+    msg = m["message"]
+    lv = "ERROR" if _TERM_ERROR.match(msg) else "WARN" if _TERM_WARN.match(msg) else None
+    return ParsedLine("apt_term", msg, True, None, lv, lv)
+
+
 _MON = r"(?P<month>[A-Z][a-z]{2})\s++(?P<day>\d{1,2})\s++(?P<time>\d{2}:\d{2}:\d{2})"
 _QS = r'[^"\\]*+(?:\\.[^"\\]*+)*+'  # quoted-string body with backslash escapes (unrolled)
 
@@ -514,6 +584,36 @@ _DEFS: dict[str, tuple[str, str, Callable[[re.Match, int | None], ParsedLine], s
         r"(?P<message>.*)$",
         _b_linux,
         "Jun 14 15:16:02 combo sshd(pam_unix)[19937]: check pass; user unknown"),
+    "syslog_iso": (
+        "RFC 3339 syslog / journalctl -o short-iso: date-Thh:mm:ss[.f]zone host component[pid]: content",
+        r"^(?P<date>\d{4}-\d{2}-\d{2})T(?P<time>\d{2}:\d{2}:\d{2}(?:\.\d+)?)(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+        r"\s++(?P<host>\S+)\s++(?P<component>.*?)(?:\[(?P<pid>[^\[\]]*)\])?:\s++(?P<message>.*)$",
+        _b_syslog_iso,
+        "2025-06-24T14:36:25.123456+00:00 ci-runner systemd[1]: Started apt-daily.service."),
+    "dpkg": (
+        "Debian dpkg.log: date time action details",
+        r"^(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}) "
+        r"(?P<message>(?P<component>[a-z][a-z-]*+)(?: .*)?)$",
+        _b_dpkg,
+        "2025-06-24 14:36:25 status installed libc-bin:amd64 2.36-9+deb12u10"),
+    "alternatives": (
+        "Debian alternatives.log: update-alternatives date time: content",
+        r"^(?P<component>update-alternatives) (?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}): "
+        r"(?P<message>.*)$",
+        _b_alternatives,
+        "update-alternatives 2025-06-24 14:36:53: link group pager updated to point to /usr/bin/less"),
+    "apt_history": (
+        "apt history.log stanza (one record): Start-Date: date  time, then Key: value lines",
+        r"(?s)^Start-Date: (?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2})(?P<body>.*)$",
+        _b_apt_history,
+        "Start-Date: 2025-06-24  14:42:05\nCommandline: apt-get install -qqy gcc\n"
+        "Install: gcc:amd64 (4:12.2.0-3), cpp:amd64 (4:12.2.0-3, automatic)\nEnd-Date: 2025-06-24  14:42:17"),
+    "apt_term": (
+        "apt term.log: Log started/ended: date  time headers, dpkg's terminal output between",
+        r"^(?:Log (?P<mark>started|ended): (?P<date>\d{4}-\d{2}-\d{2})\s++(?P<time>\d{2}:\d{2}:\d{2})"
+        r"|(?P<message>.*))$",
+        _b_apt_term,
+        "Log started: 2025-06-24  14:36:25"),
 }
 
 FORMATS: dict[str, FormatSpec] = {
@@ -525,6 +625,64 @@ first)."""
 _PARSERS: dict[str, tuple[Callable[[str], re.Match | None], Callable]] = {
     name: (FORMATS[name].regex.match, b) for name, (_d, _r, b, _e) in _DEFS.items()
 }
+
+FIRST_LINE: dict[str, re.Pattern] = {
+    "apt_history": re.compile(r"^Start-Date: \d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$"),
+    "apt_term": re.compile(r"^Log started: \d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$"),
+}
+"""Formats detected by the first non-blank line of a source (their other lines are free text or
+``Key: value`` lines that prove nothing); :func:`detect_format` never picks them by fraction."""
+
+RECORD_START: dict[str, re.Pattern] = {"apt_history": re.compile(rb"^Start-Date: ")}
+"""Multi-line formats: a line matching the pattern starts a new record; the lines up to the
+next start belong to it (:func:`join_records`)."""
+
+_RECORD_END: dict[str, re.Pattern] = {"apt_history": re.compile(rb"^End-Date: ")}
+
+
+class RecordJoiner:
+    """Joins the lines of a multi-line format (:data:`RECORD_START`) into records, line by line
+    (for ``tail -F``): :meth:`feed` returns the records a line completes, :meth:`flush` the one
+    still open. A record is complete at its end line (``End-Date:``) or when the next record
+    starts; lines before the first start are records of their own (never dropped). For other
+    formats every line is a record. Lines are ``bytes`` without line endings; a record's lines
+    are joined with ``b"\\n"``."""
+
+    def __init__(self, fmt: str | None):
+        self._start = RECORD_START.get(fmt or "")
+        self._end = _RECORD_END.get(fmt or "")
+        self._open: list[bytes] = []
+
+    def feed(self, line: bytes) -> list[bytes]:
+        if self._start is None:
+            return [line]
+        out: list[bytes] = []
+        if self._start.match(line):
+            out += self.flush()
+            self._open = [line]
+        elif self._open:
+            self._open.append(line)
+        else:
+            out.append(line)
+        if self._open and self._end is not None and self._end.match(line):
+            out += self.flush()
+        return out
+
+    def flush(self) -> list[bytes]:
+        rec, self._open = self._open, []
+        return [b"\n".join(rec)] if rec else []
+
+
+def join_records(lines: Iterable[bytes], fmt: str | None) -> Iterator[bytes]:
+    """The records of a source's lines (see :class:`RecordJoiner`); the lines themselves for a
+    single-line format."""
+    if fmt not in RECORD_START:
+        yield from lines
+        return
+    j = RecordJoiner(fmt)
+    for line in lines:
+        yield from j.feed(line)
+    yield from j.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -572,6 +730,8 @@ def detect_format(sample_lines: Iterable[str], *, min_fraction: float = 0.5) -> 
     BSD-syslog formats match each other's lines, so among them: ``openssh`` needs >= 90 % of
     lines to be ``sshd[pid]:`` lines, ``mac`` needs a macOS marker (``kernel[0]:``, a
     ``com.apple.`` name or a ``[pid] (address):`` header) on some line, otherwise ``linux``.
+    A source whose first non-blank line is a :data:`FIRST_LINE` header (``Start-Date: ...``,
+    ``Log started: ...``) is that format, whatever its other lines.
 
     Returns the format name, or ``"unknown"`` when no format matches at least ``min_fraction``
     of the non-blank lines (or there are none).
@@ -579,10 +739,15 @@ def detect_format(sample_lines: Iterable[str], *, min_fraction: float = 0.5) -> 
     lines = [s for s in (ln.strip() for ln in sample_lines) if s]
     if not lines:
         return "unknown"
+    for name, rx in FIRST_LINE.items():
+        if rx.match(lines[0].partition("\n")[0]):
+            return name
     n = len(lines)
     best, best_frac = "unknown", 0.0
     counts: dict[str, int] = {}
     for name, (match, _b) in _PARSERS.items():
+        if name in FIRST_LINE:
+            continue
         c = sum(1 for s in lines if match(s))
         counts[name] = c
         if c / n > best_frac:

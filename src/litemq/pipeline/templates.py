@@ -85,6 +85,9 @@ BENCHMARK_PROFILES: dict[str, Profile] = {
 }
 
 _B = BENCHMARK_PROFILES
+_PKG = (r"(?<!\S)[a-z0-9][\w.+-]*:(?:amd64|arm64|armhf|armel|i386|ppc64el|s390x|riscv64|mips64el|all)(?!\S)", "PKG")
+_VER = (r"(?<![\S(])(?:<none>|\(?\d[\w.+~:-]*\)?)(?![\S)])", "VER")
+_PATH = (r"(?<!\S)(?:\.\.\.)?/[^\s]*", "PATH")
 PROFILES: dict[str, Profile] = {
     "default": Profile(),
     "apache_access": Profile(4, 0.5),
@@ -102,6 +105,12 @@ PROFILES: dict[str, Profile] = {
     "openssh": replace(_B["openssh"], sim_th=0.8),
     "openstack": replace(_B["openstack"], depth=6, sim_th=0.7),
     "mac": replace(_B["mac"], depth=3, sim_th=0.8),
+    # Debian machine logs (not in the benchmark): package names and versions are parameters
+    "dpkg": Profile(4, 0.5, (_PKG, _VER, _PATH, _NUM)),
+    "alternatives": Profile(4, 0.5, (_PATH, _NUM)),
+    "apt_history": Profile(4, 0.5, (_PKG, _VER, _NUM)),
+    "syslog_iso": _B["linux"],
+    "apt_term": Profile(4, 0.5, (_PKG, (r"\.\.\./[\w.+~-]+\.deb", "DEB"), _PATH, _VER, _NUM)),
 }
 """Drain settings per format name (``litemq.pipeline.formats.FORMATS`` keys); unknown formats
 use ``"default"``."""
