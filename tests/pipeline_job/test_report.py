@@ -63,14 +63,20 @@ def test_alerts_are_listed_by_severity(tmp_path):
     assert "62 alerts: error_rate_jump 1, template_jump 1, new_template 60 (most severe first)" in md
 
 
-def test_error_rate_with_gaps_is_drawn_as_points_and_dates_have_the_year(tmp_path):
+def test_error_rate_is_drawn_as_markers_and_dates_have_the_year(tmp_path):
+    """Issue 17: error spikes are markers on stems (a line between sparse points drew triangles),
+    one panel per source, 1400 px wide."""
     win = load_aggregates(_output(tmp_path), "windows")
     fig = small_multiples_figure(win, ["a", "b"], lambda g: g["errors"] / g["lines"].where(g["lines"] > 0) * 100,
-                                 "error %", "error rate")
+                                 "error %", "error rate", style="markers")
     fig.canvas.draw()
+    assert fig.get_size_inches()[0] * 100 >= 1200
     gappy, full = fig.axes[0], fig.axes[1]
-    assert gappy.lines[0].get_marker() == "o"  # a's hourly series has empty hours (NaN)
-    assert full.lines[0].get_marker() in (None, "None", "")
+    for ax in (gappy, full):
+        assert ax.lines[0].get_marker() == "o" and ax.lines[0].get_linestyle() == "None"
+        assert not [c for c in ax.collections if type(c).__name__ in ("PolyCollection", "FillBetweenPolyCollection")]
+    # the spike: a's hour 9 h later with 25 of 50 lines ERROR is a marker at 50 %
+    assert 50.0 in list(gappy.lines[0].get_ydata())
     for ax, year in ((gappy, "2015"), (full, "2023")):
         labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         assert labels and all(lab.startswith(year + "-") for lab in labels), labels

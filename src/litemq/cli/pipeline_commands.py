@@ -219,12 +219,20 @@ def pipeline_report(output):
               help="Output directory [default: ./litemq-demo-output].")
 @click.option("--engine", type=click.Choice(["spark", "local"]), default="spark", show_default=True)
 @click.option("--keep-broker", is_flag=True, help="Keep the broker running at the end until Ctrl-C.")
-def demo(paths, output, engine, keep_broker):
-    """The main job on one machine: embedded broker, ingest the bundled Apache access log plus PATHS,
-    run the Spark job until caught up, write the report."""
+@click.option("--machine-logs/--no-machine-logs", default=True, show_default=True,
+              help="Also ingest this machine's own logs (dpkg, apt, alternatives, syslog or the journal, "
+                   "/var/log/*.log) that exist, are readable and in a known format.")
+@click.option("--loghub/--no-loghub", default=True, show_default=True,
+              help="Also ingest the loghub 2k samples in $LITEMQ_LOGHUB_DIR/loghub (default ../shared/data) "
+                   "when present.")
+def demo(paths, output, engine, keep_broker, machine_logs, loghub):
+    """The main job on one machine: embedded broker, ingest the bundled Apache access log, this machine's
+    own logs (each its own source), the loghub samples when present and PATHS, run the Spark job until
+    caught up, write the report comparing the sources."""
     from litemq.embedded import Broker
     from litemq.pipeline.demo_data import access_log_path
     from litemq.pipeline.job import connector_available
+    from litemq.pipeline.local_sources import loghub_dir, loghub_sets, machine_log_sources
 
     out = Path(output) if output else Path.cwd() / "litemq-demo-output"
     if (out / "_checkpoint").exists() or (out / "_local_state").exists() or (out / "aggregates").exists():
@@ -239,9 +247,23 @@ def demo(paths, output, engine, keep_broker):
         engine = "local"
     t0 = time.monotonic()
     data_dir = tempfile.mkdtemp(prefix="litemq-demo-")
-    with Broker(data_dir=data_dir, num_partitions=1) as b:
+    sources = [str(access_log_path())]
+    if machine_logs:
+        links = Path(data_dir) / "machine-logs"
+        links.mkdir()
+        found = machine_log_sources(links, log=lambda line: err.print(f"[dim]{line}[/]", highlight=False))
+        for m in found:
+            err.print(f"machine log {m.name}: {m.origin} ({m.fmt})", highlight=False)
+        sources += [str(m.path) for m in found]
+    if loghub:
+        sets = loghub_sets()
+        err.print(f"loghub: {len(sets)} sets in {loghub_dir() / 'loghub'}" if sets else
+                  f"loghub: none in {loghub_dir() / 'loghub'} (set LITEMQ_LOGHUB_DIR to the folder holding loghub/)",
+                  highlight=False)
+        sources += [str(p) for p in sets]
+    sources += list(paths)
+    with Broker(data_dir=str(Path(data_dir) / "broker"), num_partitions=1) as b:
         err.print(f"embedded broker at {b.bootstrap_servers} (data in {data_dir})")
-        sources = [str(access_log_path())] + list(paths)
         stats = do_ingest(sources, b.bootstrap_servers, "logs.", None, False, None, None)
         err.print(f"ingested {stats.lines:,} lines from {len(stats.per_source)} source(s) in {stats.elapsed_s:.1f} s")
         err.print(f"running the pipeline ({engine}) until caught up ...")

@@ -10,7 +10,11 @@ and ``format`` (the format detected from the source's first lines, see
   valid UTF-8 are sent as they are (only the parsing for key/timestamp decodes with
   replacement); a last line without a final newline is sent too. Blank lines are skipped.
 - key: the line's host, else its component, when the format has one; else no key.
-- timestamp: the line's own timestamp (UTC epoch ms) when it parses; else the time it is read.
+- timestamp: the line's own timestamp (UTC epoch ms) when it parses; else that of the source's
+  last line that had one (a continuation line: a stack trace, dpkg's output in apt's
+  ``term.log``); else the time it is read.
+- multi-line formats (``apt_history``: one ``Start-Date:`` stanza) are sent as one record per
+  stanza, its lines joined by ``\\n`` (:func:`litemq.pipeline.formats.join_records`).
 - producer: confluent-kafka with ``enable.idempotence=true`` (no duplicates from retries).
 - topics that do not exist yet are created with ``retention.ms=-1`` (``retention_ms``): like
   Kafka, a broker deletes segments by the *record timestamps*, so lines replayed from an old
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from litemq.pipeline.formats import detect_format, parse_line
+from litemq.pipeline.formats import RecordJoiner, detect_format, join_records, parse_line
 
 __all__ = ["Source", "IngestStats", "Ingester", "resolve_sources", "iter_file_lines", "FollowedFile",
            "source_name", "topic_for", "ingest"]
@@ -75,6 +79,7 @@ class Source:
     path: Path
     topic: str
     fmt: str | None = None          # detected lazily from the first lines
+    last_ts_ms: int | None = None   # timestamp of the last line that had one (for continuation lines)
 
 
 def _expand(spec: str) -> tuple[list[Path], bool]:
@@ -325,7 +330,11 @@ class Ingester:
             k = p.host or p.component
             key = k.encode("utf-8") if k else None
             ts = p.timestamp_ms
-        if ts is None or ts < 0:
+        if ts is not None and ts >= 0:
+            src.last_ts_ms = ts
+        elif src.last_ts_ms is not None:
+            ts = src.last_ts_ms
+        else:
             ts = now_ms if now_ms is not None else int(time.time() * 1000)
         headers = [("source", src.name.encode()), ("format", src.fmt.encode())]
         while True:
@@ -384,7 +393,7 @@ class Ingester:
         else:
             for src in sources:
                 n = nb = 0
-                for line in iter_file_lines(src.path):
+                for line in join_records(iter_file_lines(src.path), src.fmt):
                     if stop is not None and stop.is_set():
                         break
                     self.send(src, line)
@@ -407,7 +416,7 @@ class Ingester:
     def _merged(self, sources: list[Source]) -> Iterator[tuple[int | None, int, Source, bytes]]:
         def gen(i: int, src: Source):
             last = None
-            for line in iter_file_lines(src.path):
+            for line in join_records(iter_file_lines(src.path), src.fmt):
                 ts = None
                 if src.fmt != "unknown":
                     ts = parse_line(line.decode("utf-8", "replace"), src.fmt, year=self.year).timestamp_ms
@@ -428,6 +437,7 @@ class Ingester:
         """
         stop = stop or threading.Event()
         followed: dict[Path, tuple[Source, FollowedFile]] = {}
+        joiners: dict[str, RecordJoiner] = {}   # source name -> its multi-line record joiner
         names: set[str] = set()
 
         def scan(first: bool) -> None:
@@ -460,8 +470,10 @@ class Ingester:
                             if src.fmt == "unknown":
                                 src.fmt = detect_format(l.decode("utf-8", "replace") for l in lines[:DETECT_LINES])
                     nb = 0
+                    joiner = joiners.setdefault(src.name, RecordJoiner(src.fmt)) if lines else None
                     for line in lines:
-                        self.send(src, line)
+                        for rec in joiner.feed(line):
+                            self.send(src, rec)
                         nb += len(line)
                     if lines:
                         got += len(lines)
@@ -479,8 +491,12 @@ class Ingester:
                     stop.wait(poll_interval_s)
         finally:
             for src, ff in followed.values():
+                joiner = joiners.get(src.name) or RecordJoiner(src.fmt)
                 for line in ff.close(flush=True):
-                    self.send(src, line)
+                    for rec in joiner.feed(line):
+                        self.send(src, rec)
+                for rec in joiner.flush():
+                    self.send(src, rec)
             self.flush()
         return self.stats
 

@@ -1,8 +1,9 @@
 """The end-of-run report of the log job: Markdown + PNG charts next to the output, and a short
 summary table for the terminal (rich).
 
-Written to ``OUT/report/``: ``report.md``, ``volume.png`` (lines per window per source),
-``error_rate.png`` (error rate per window per source), ``top_templates.png``; computed from the
+Written to ``OUT/report/``: ``report.md``, ``volume.png`` (one panel per source: lines per
+period as bars, its ERROR/FATAL lines as red bars), ``error_rate.png`` (one panel per source:
+the error rate of each period as a marker), ``top_templates.png``, all 1400 px wide; computed from the
 parquet aggregates alone (``litemq.pipeline.sinks.load_aggregates``), so it can be rebuilt at
 any time with ``litemq pipeline report OUT``.
 """
@@ -70,6 +71,7 @@ def _resample(w: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             rule, label = r, lab
             break
     out = w.set_index("window_start")[["lines", "errors"]].resample(rule).sum().reset_index()
+    out.attrs["period"] = pd.Timedelta(rule)
     return out, label
 
 
@@ -83,43 +85,93 @@ def _date_axis(ax, series: pd.DataFrame) -> None:
     ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M" if span <= 2 * 86400 else "%Y-%m-%d"))
 
 
-def small_multiples_figure(win: pd.DataFrame, sources: list[str], ycol, ylabel: str, title: str):
-    """One subplot per source, each on its own time axis (sources may be years apart); returns
-    the matplotlib Figure. A series with gaps (NaN: no lines in a period, so no error rate) is
-    drawn with a marker on every point, so an isolated value between gaps still shows."""
+CHART_WIDTH_IN = 14.0
+CHART_DPI = 100
+"""Charts are ``CHART_WIDTH_IN * CHART_DPI`` = 1400 px wide, fonts 10-15 pt: readable on a laptop screen."""
+SPARSE_FRACTION = 0.25
+"""A bar chart whose periods are less than this fraction non-empty also marks each bar's top."""
+_BLUE, _RED, _GREY = "#4c72b0", "#c44e52", "#8c8c8c"
+_FONT = {"font.size": 10, "axes.titlesize": 11.5, "axes.labelsize": 10, "xtick.labelsize": 9.5,
+         "ytick.labelsize": 9.5, "legend.fontsize": 10, "figure.titlesize": 15}
+
+
+def _grid(n: int) -> tuple[int, int]:
+    """(rows, columns) of the panels: one column up to 4 sources, two up to 12, then three."""
+    ncols = 1 if n <= 4 else (2 if n <= 12 else 3)
+    return -(-n // ncols), ncols
+
+
+def small_multiples_figure(win: pd.DataFrame, sources: list[str], ycol, ylabel: str, title: str, *,
+                           style: str = "bars", errors: bool = False):
+    """One panel per source, each on its own time axis (sources may be years apart), laid out by
+    :func:`_grid`, :data:`CHART_WIDTH_IN` wide; returns the matplotlib Figure.
+
+    Args:
+        win: window rows (``load_aggregates(out, "windows")``); resampled per source by ``_resample``.
+        ycol: ``series -> y`` (a pandas Series; NaN = nothing to draw in that period).
+        style: ``"bars"``: a bar per period; ``"markers"``: a marker on a stem per period with a
+            value above 0, a small grey dot where the value is 0 (so a spike is a point, never
+            the triangle a line between sparse points draws).
+        errors: with ``"bars"``, the ERROR/FATAL lines of each period drawn as red bars in front.
+    A panel whose source has no ERROR/FATAL line says so.
+    """
     import matplotlib.pyplot as plt
 
     n = len(sources)
-    ncols = 1 if n == 1 else (2 if n <= 4 else 3)
-    nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 2.3 * nrows + 0.6), squeeze=False)
-    for ax, source in zip(axes.flat, sources):
-        series, unit = _resample(win[win["source"] == source])
-        y = ycol(series)
-        if y.isna().any():
-            ax.plot(series["window_start"], y, lw=0.8, color="#4c72b0", marker="o", markersize=2.5)
-        else:
-            ax.plot(series["window_start"], y, lw=1, color="#4c72b0")
-            ax.fill_between(series["window_start"], y, alpha=0.2, color="#4c72b0")
-        _date_axis(ax, series)
-        ax.set_title(f"{source} (per {unit})", fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=7)
-        ax.tick_params(labelsize=6)
-        for lab in ax.get_xticklabels():
-            lab.set_rotation(25)
-            lab.set_horizontalalignment("right")
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    nrows, ncols = _grid(n)
+    with plt.rc_context(_FONT):
+        fig, axes = plt.subplots(nrows, ncols, figsize=(CHART_WIDTH_IN, 2.9 * nrows + 1.0), squeeze=False)
+        for ax, source in zip(axes.flat, sources):
+            w = win[win["source"] == source]
+            series, unit = _resample(w)
+            y = ycol(series)
+            x = series["window_start"]
+            width = series.attrs["period"] * 0.85
+            if style == "bars":
+                y = y.fillna(0)
+                ax.bar(x, y, width=width, align="edge", color=_BLUE, label="lines")
+                if (y > 0).mean() < SPARSE_FRACTION:   # bars a pixel wide: a marker on each
+                    ax.plot(x[y > 0] + width / 2, y[y > 0], "o", color=_BLUE, markersize=4)
+                if errors:
+                    e = series["errors"]
+                    ax.bar(x, e, width=width, align="edge", color=_RED, label="ERROR/FATAL lines")
+                    ax.plot(x[e > 0] + width / 2, e[e > 0], "o", color=_RED, markersize=5)
+            else:
+                pos = y > 0
+                ax.vlines(x[pos], 0, y[pos], color=_RED, lw=1.2)
+                ax.plot(x[pos], y[pos], "o", color=_RED, markersize=5)
+                ax.plot(x[y == 0], y[y == 0], "o", color=_GREY, markersize=2.5)
+                ax.set_ylim(bottom=0)
+            if int(w["errors"].sum()) == 0:
+                if style != "bars":
+                    ax.set_ylim(0, 1)
+                ax.text(0.99, 0.95, "no ERROR/FATAL lines", transform=ax.transAxes, ha="right", va="top",
+                        color=_GREY, fontsize=9.5)
+            _date_axis(ax, series)
+            fmt = w["fmt"].iloc[0] if len(w) else "?"
+            ax.set_title(f"{source} ({fmt}): {int(w['lines'].sum()):,} lines, {int(w['errors'].sum()):,} errors, "
+                         f"per {unit}", loc="left")
+            ax.set_ylabel(ylabel)
+            ax.grid(axis="y", alpha=0.3)
+            for lab in ax.get_xticklabels():
+                lab.set_rotation(20)
+                lab.set_horizontalalignment("right")
+        for ax in list(axes.flat)[n:]:
+            ax.axis("off")
+        if style == "bars" and errors:
+            handles, labels = axes.flat[0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="upper right", ncols=2, frameon=False)
+        fig.suptitle(title, x=0.01, ha="left")
+        fig.tight_layout(rect=(0, 0, 1, 0.985))
     return fig
 
 
-def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, ylabel: str, title: str) -> None:
+def _small_multiples(win: pd.DataFrame, sources: list[str], path: Path, ycol, ylabel: str, title: str,
+                     **kw) -> None:
     import matplotlib.pyplot as plt
 
-    fig = small_multiples_figure(win, sources, ycol, ylabel, title)
-    fig.savefig(path, dpi=100)
+    fig = small_multiples_figure(win, sources, ycol, ylabel, title, **kw)
+    fig.savefig(path, dpi=CHART_DPI)
     plt.close(fig)
 
 
@@ -129,18 +181,19 @@ def top_templates_figure(top: pd.DataFrame):
     flatten the others to nothing). Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(top) + 1.2))
-    labels = [f"{s}#{t}: {str(x)[:60]}" for s, t, x in zip(top["source"], top["template_id"], top["template"])]
-    counts = [int(c) for c in top["count"]]
-    log_scale = bool(counts) and min(counts) > 0 and max(counts) > LOG_SCALE_MIN_RATIO * min(counts)
-    bars = ax.barh(range(len(top)), counts, color="#4c72b0", log=log_scale)
-    ax.bar_label(bars, labels=[f"{c:,}" for c in counts], fontsize=6, padding=2)
-    ax.set_yticks(range(len(top)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.margins(x=0.12)
-    ax.set_xlabel("lines" + (" (log scale)" if log_scale else ""), fontsize=7)
-    ax.set_title(f"Top {len(top)} templates (lines)")
-    fig.tight_layout()
+    with plt.rc_context(_FONT):
+        fig, ax = plt.subplots(figsize=(CHART_WIDTH_IN, 0.5 * len(top) + 1.4))
+        labels = [f"{s}#{t}: {str(x)[:80]}" for s, t, x in zip(top["source"], top["template_id"], top["template"])]
+        counts = [int(c) for c in top["count"]]
+        log_scale = bool(counts) and min(counts) > 0 and max(counts) > LOG_SCALE_MIN_RATIO * min(counts)
+        bars = ax.barh(range(len(top)), counts, color=_BLUE, log=log_scale)
+        ax.bar_label(bars, labels=[f"{c:,}" for c in counts], padding=3)
+        ax.set_yticks(range(len(top)), labels)
+        ax.invert_yaxis()
+        ax.margins(x=0.12)
+        ax.set_xlabel("lines" + (" (log scale)" if log_scale else ""))
+        ax.set_title(f"Top {len(top)} templates (lines)", loc="left")
+        fig.tight_layout()
     return fig
 
 
@@ -186,10 +239,11 @@ def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline repor
     md.append("")
 
     sources = list(summary.sort_values(["lines", "source"], ascending=[False, True])["source"])[:max_sources]
-    _small_multiples(win, sources, rep / "volume.png", lambda g: g["lines"], "lines", "Lines over time per source")
+    _small_multiples(win, sources, rep / "volume.png", lambda g: g["lines"], "lines",
+                     "Lines over time per source (red: ERROR/FATAL lines; access logs: 5xx)", errors=True)
     _small_multiples(win, sources, rep / "error_rate.png",
                      lambda g: g["errors"] / g["lines"].where(g["lines"] > 0) * 100, "error %",
-                     "Error rate over time per source (ERROR/FATAL lines; access logs: 5xx)")
+                     "Error rate over time per source (ERROR/FATAL lines; access logs: 5xx)", style="markers")
     if len(summary) > max_sources:
         md += [f"Charts show the {max_sources} largest of {len(summary)} sources.", ""]
     md += ["## Volume and error rate over time", "", "![lines per window](volume.png)", "",
@@ -202,7 +256,7 @@ def build_report(out_dir: str | Path, *, title: str = "LiteMQ log pipeline repor
         top = tot.sort_values(["count", "source", "template_id"], ascending=[False, True, True]).head(top_n * 2)
         top = top.head(top_n)
         fig = top_templates_figure(top)
-        fig.savefig(rep / "top_templates.png", dpi=110)
+        fig.savefig(rep / "top_templates.png", dpi=CHART_DPI)
         plt.close(fig)
         md += ["## Top templates", "", "![top templates](top_templates.png)", "", "| source | id | lines | template |",
                "|---|---:|---:|---|"]
