@@ -126,16 +126,32 @@ class Broker:
         return self
 
     def close(self) -> None:
-        """Shut down cleanly (flush, close logs) and remove a temporary data dir."""
+        """Shut down cleanly (flush, close logs), end every task of the broker's loop and close
+        it (nothing is left pending: no "Task was destroyed" at exit), and remove a temporary
+        data dir."""
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            fut = asyncio.run_coroutine_threadsafe(self.runtime.stop(), self._loop)
+            fut = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
             fut.result(timeout=60)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
+            if not self._thread.is_alive():
+                self._loop.close()
         self._thread = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    async def _shutdown(self) -> None:
+        """The broker's clean stop, then what ``asyncio.run`` does at its end: cancel and await
+        every task still on this loop, close async generators and the default executor."""
+        await self.runtime.stop()
+        loop = asyncio.get_running_loop()
+        tasks = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await loop.shutdown_asyncgens()
+        await loop.shutdown_default_executor()
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the broker's loop thread and return its result (for tools/tests)."""

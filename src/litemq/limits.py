@@ -47,6 +47,10 @@ MAX_FETCH_WAIT_MS = 30_000
 MAX_FETCH_RESPONSE_BYTES = 64 * 1024 * 1024
 """Largest fetch response assembled, whatever the client asks (first batch always whole)."""
 
+SHUTDOWN_TASKS_TIMEOUT_MS = 5_000
+"""At shutdown a broker cancels its request tasks (long-poll fetches, acks=all produces,
+connection writers) and waits this long at most for them to end."""
+
 # --- topics ---
 MAX_PARTITIONS_PER_TOPIC = 10_000
 MAX_TOPIC_NAME_CHARS = 249

@@ -88,7 +88,7 @@ class BrokerRuntime:
         self.coordinator = None
         self.txn_coordinator = None
         self._servers: list[asyncio.base_events.Server] = []
-        self._background: list[asyncio.Task] = []
+        self._tasks: set[asyncio.Task] = set()
         self.started_ms = int(time.time() * 1000)
         self.port = self.listeners[0].port
         self.metrics = BrokerMetrics(self)
@@ -177,7 +177,7 @@ class BrokerRuntime:
             for server in self._servers:
                 server.close()
             raise
-        self._background.append(self.loop.create_task(self._housekeeping()))
+        self.spawn(self._housekeeping())
         log.info("LiteMQ broker %d listening on %s (data dir %s)", self.config.node_id,
                  ", ".join(f"{s.name}://{s.host}:{self.ports[s.name]}" for s in self.listeners),
                  self.config.data_dir)
@@ -200,8 +200,7 @@ class BrokerRuntime:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        for t in self._background:
-            t.cancel()
+        await self._cancel_tasks()
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
         if self.coordinator is not None and hasattr(self.coordinator, "stop"):
@@ -211,6 +210,24 @@ class BrokerRuntime:
         await self.loop.run_in_executor(self.executor, self.log_manager.close_all)
         self.executor.shutdown(wait=True)
         log.info("LiteMQ broker %d stopped cleanly", self.config.node_id)
+
+    def spawn(self, coro) -> asyncio.Task:
+        """Run ``coro`` as a task of this broker (a request's handler, a delayed fetch or
+        produce, a connection's TLS handshake or writer, housekeeping): :meth:`stop` cancels
+        and awaits every one still running."""
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _cancel_tasks(self) -> None:
+        """Cancel every task :meth:`spawn` started and wait until each has ended (at most
+        ``limits.SHUTDOWN_TASKS_TIMEOUT_MS``), so none is left pending on the loop."""
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=limits.SHUTDOWN_TASKS_TIMEOUT_MS / 1000)
 
     async def _housekeeping(self) -> None:
         """Retention, compaction and time-based flushes, off the event loop."""

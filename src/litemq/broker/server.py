@@ -134,7 +134,7 @@ class Connection(asyncio.Protocol):
             # framing: stop reading now; start_tls resumes the socket under its TLS protocol.
             self._handshaking = True
             transport.pause_reading()
-            self.runtime.loop.create_task(self._start_tls(transport))
+            self.runtime.spawn(self._start_tls(transport))
             return
         transport.set_write_buffer_limits(high=limits.MAX_CONNECTION_WRITE_BUFFER_BYTES // 4)
 
@@ -262,7 +262,7 @@ class Connection(asyncio.Protocol):
             self.abort(f"internal error: {exc}")
             return
         if asyncio.iscoroutine(result):
-            task = runtime.loop.create_task(result)
+            task = runtime.spawn(result)
             task.add_done_callback(lambda t: self._task_done(t, header, slot))
         elif slot is not None:
             self._respond(slot, header, result)
@@ -318,7 +318,7 @@ class Connection(asyncio.Protocol):
                         self.transport.write(part.read())
                         continue
                     self._pending_parts.extend(parts[i:])
-                    self._writer_task = self.runtime.loop.create_task(self._drain_pending())
+                    self._writer_task = self.runtime.spawn(self._drain_pending())
                     return
                 self.transport.write(part)
         else:
