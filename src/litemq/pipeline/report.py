@@ -81,7 +81,7 @@ def _date_axis(ax, series: pd.DataFrame) -> None:
     from matplotlib.dates import AutoDateLocator, DateFormatter
 
     span = (series["window_start"].max() - series["window_start"].min()).total_seconds() if len(series) else 0
-    ax.xaxis.set_major_locator(AutoDateLocator(minticks=3, maxticks=6))
+    ax.xaxis.set_major_locator(AutoDateLocator(minticks=3, maxticks=7))
     ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M" if span <= 2 * 86400 else "%Y-%m-%d"))
 
 
@@ -120,7 +120,7 @@ def small_multiples_figure(win: pd.DataFrame, sources: list[str], ycol, ylabel: 
     n = len(sources)
     nrows, ncols = _grid(n)
     with plt.rc_context(_FONT):
-        fig, axes = plt.subplots(nrows, ncols, figsize=(CHART_WIDTH_IN, 2.9 * nrows + 1.0), squeeze=False)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(CHART_WIDTH_IN, (2.9 if ncols == 1 else 3.3) * nrows + 1.0), squeeze=False)
         for ax, source in zip(axes.flat, sources):
             w = win[win["source"] == source]
             series, unit = _resample(w)
@@ -149,8 +149,11 @@ def small_multiples_figure(win: pd.DataFrame, sources: list[str], ycol, ylabel: 
                         color=_GREY, fontsize=9.5)
             _date_axis(ax, series)
             fmt = w["fmt"].iloc[0] if len(w) else "?"
-            ax.set_title(f"{source} ({fmt}): {int(w['lines'].sum()):,} lines, {int(w['errors'].sum()):,} errors, "
+            sep = ": " if ncols == 1 else "\n"   # two title lines when panels are side by side
+            ax.set_title(f"{source} ({fmt}){sep}{int(w['lines'].sum()):,} lines, {int(w['errors'].sum()):,} errors, "
                          f"per {unit}", loc="left")
+            if len(series) == 1:   # one period: an axis of three periods around it
+                ax.set_xlim(x.iloc[0] - series.attrs["period"], x.iloc[0] + 2 * series.attrs["period"])
             ax.set_ylabel(ylabel)
             ax.grid(axis="y", alpha=0.3)
             for lab in ax.get_xticklabels():
