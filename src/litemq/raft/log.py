@@ -1,6 +1,6 @@
 """The log as the core sees it: a read-only :class:`LogView` the caller provides.
 
-The core never writes the log. It asks the caller (through :class:`~litemq.raft.node.Ready`)
+The core never writes the log. It asks the caller (through :class:`~litemq.raft.ready.Ready`)
 to install a snapshot, truncate, append; and it reads back what was persisted through the
 view. The broker backs the view with its PartitionLog and leader-epoch cache (the term of an
 offset and :meth:`LogView.end_offset_for_epoch` are exactly what that cache answers); tests

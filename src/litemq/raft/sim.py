@@ -41,7 +41,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from litemq.raft.log import MemoryLog
-from litemq.raft.node import RaftConfig, RaftError, RaftNode, Ready
+from litemq.raft.config import RaftConfig
+from litemq.raft.errors import RaftError
+from litemq.raft.node import RaftNode
+from litemq.raft.ready import Ready
 from litemq.raft.types import Entry, EntryKind, HardState, Role, Snapshot
 
 __all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "run_seed"]
@@ -295,7 +298,7 @@ class Simulation:
             if c < node.last_commit:
                 self.fail(f"node {node.id} commit index went back {node.last_commit} -> {c}")
             if c > node.last_commit:
-                start = max(node.last_commit + 1, raft._log.first_offset)
+                start = max(node.last_commit + 1, raft.raft_log.first_offset)
                 if start <= c:
                     for e in raft.entries(start, c + 1):
                         self._observe_committed(node, e)
@@ -308,7 +311,7 @@ class Simulation:
                 if term not in node.leader_terms_checked:
                     node.leader_terms_checked.add(term)
                     self.trace.append(f"{self.now} leader {node.id} term {term}")
-                    first = raft._log.first_offset
+                    first = raft.raft_log.first_offset
                     for off, e in self.committed.items():
                         if off >= first and raft.term_at(off) != e.term:
                             self.fail(f"leader {node.id} of term {term} lacks committed entry {e}")

@@ -1,0 +1,45 @@
+"""Tunables of one Raft group (etcd ``raft.Config``), each bounded by ``litemq.limits``.
+
+Not to be confused with the group's *configuration* in the Raft sense (its voter set), which
+:mod:`litemq.raft.membership` tracks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from litemq import limits
+
+__all__ = ["RaftConfig"]
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    """Tunables of one group. Ticks are the caller's unit of time (the broker: e.g. 100 ms).
+
+    Raises ``ValueError`` when a value is outside its bound in ``litemq.limits``."""
+
+    election_timeout_ticks: int = 10
+    """Base election timeout T; each node waits a random ``[T, 2T)`` ticks (paper §5.2)."""
+    heartbeat_interval_ticks: int = 1
+    """A leader sends heartbeats this often (must be below the election timeout)."""
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_append_bytes: int = limits.RAFT_MAX_APPEND_BYTES
+    max_inflight_appends: int = limits.RAFT_MAX_INFLIGHT_APPENDS
+    max_apply_bytes: int = limits.RAFT_MAX_APPLY_BYTES
+    apply_entries: bool = True
+    """Hand committed entries back in ``Ready.committed_entries``. A partition group sets it
+    to False: only its high watermark matters and nothing is read back from the log."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.election_timeout_ticks <= limits.RAFT_MAX_ELECTION_TIMEOUT_TICKS:
+            raise ValueError("election_timeout_ticks out of range")
+        if not 1 <= self.heartbeat_interval_ticks < self.election_timeout_ticks:
+            raise ValueError("heartbeat_interval_ticks must be in [1, election_timeout_ticks)")
+        if not 1 <= self.max_append_bytes <= limits.RAFT_MAX_APPEND_BYTES:
+            raise ValueError("max_append_bytes out of range")
+        if not 1 <= self.max_inflight_appends <= limits.RAFT_MAX_INFLIGHT_APPENDS:
+            raise ValueError("max_inflight_appends out of range")
+        if not 1 <= self.max_apply_bytes <= limits.RAFT_MAX_APPLY_BYTES:
+            raise ValueError("max_apply_bytes out of range")
