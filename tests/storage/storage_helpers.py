@@ -18,6 +18,11 @@ def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int = 1_000) -> bytearray
     return bytearray(build_batch([(k, v, (), ts) for k, v in pairs]))
 
 
+def compact_committed(log, now_ms: int):
+    """Compact ``log`` with everything appended committed (high watermark = log end offset)."""
+    return log.compact(now_ms=now_ms, high_watermark=log.log_end_offset)
+
+
 def records(data: bytes):
     return list(decode_records(data))
 

@@ -9,7 +9,7 @@ import pytest
 from litemq.protocol.errors import OffsetOutOfRangeError
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
-from storage_helpers import batch, keyed, offsets, records
+from storage_helpers import batch, compact_committed, keyed, offsets, records
 
 
 def test_retention_by_time(tmp_path):
@@ -82,7 +82,7 @@ def test_compaction_keeps_latest_per_key(tmp_path):
         info = log.append(keyed([(k, v)], ts=1_000 + i), leader_epoch=1)
         expected[k] = (info.first_offset, v)
     before = log.size_bytes
-    stats = log.compact(now_ms=2_000)
+    stats = compact_committed(log, 2_000)
     assert stats.segments_cleaned > 0 and stats.records_removed > 0
     assert log.size_bytes < before
     recs = records(log.read_bytes(0, 10**9))
@@ -111,10 +111,10 @@ def test_tombstones_removed_after_delete_retention(tmp_path):
     log.append(keyed([(b"a", None)], ts=2_000), leader_epoch=1)
     for i in range(20):
         log.append(keyed([(b"z%d" % i, b"x" * 40)], ts=3_000), leader_epoch=1)
-    log.compact(now_ms=4_000)  # tombstone 2 s old < 5 s: kept
+    compact_committed(log, 4_000)  # tombstone 2 s old < 5 s: kept
     recs = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
     assert recs[b"a"] is None and recs[b"b"] == b"1"
-    stats = log.compact(now_ms=8_000)  # tombstone now 6 s old: removed
+    stats = compact_committed(log, 8_000)  # tombstone now 6 s old: removed
     assert stats.tombstones_removed == 1
     keys = [r.key for r in records(log.read_bytes(0, 10**9))]
     assert b"a" not in keys and b"b" in keys
@@ -124,11 +124,11 @@ def test_compaction_respects_dirty_ratio_and_lag(tmp_path):
     log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(min_compaction_lag_ms=10_000))
     for i in range(50):
         log.append(keyed([(b"k", b"v%d" % i)], ts=1_000 + i), leader_epoch=1)
-    assert log.compact(now_ms=5_000).skipped  # everything younger than the lag
-    assert log.compact(now_ms=20_000).segments_cleaned > 0
+    assert compact_committed(log, 5_000).skipped  # everything younger than the lag
+    assert compact_committed(log, 20_000).segments_cleaned > 0
     log.update_config(_compact_cfg(min_cleanable_dirty_ratio=0.9))
-    assert log.compact(now_ms=20_000).skipped  # nothing dirty any more
-    assert not PartitionLog.open(tmp_path / "d-0", LogConfig()).compact(0).segments_cleaned
+    assert compact_committed(log, 20_000).skipped  # nothing dirty any more
+    assert not PartitionLog.open(tmp_path / "d-0", LogConfig()).compact(0, high_watermark=0).segments_cleaned
 
 
 def test_compaction_concurrent_with_appends_and_reads(tmp_path):
@@ -140,7 +140,7 @@ def test_compaction_concurrent_with_appends_and_reads(tmp_path):
     def clean():
         try:
             for _ in range(3):
-                log.compact(now_ms=2_000)
+                compact_committed(log, 2_000)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -154,3 +154,24 @@ def test_compaction_concurrent_with_appends_and_reads(tmp_path):
     assert not errors
     final = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
     assert final == {b"k%d" % (i % 13): b"v%d" % i for i in range(600 - 13, 600)}
+
+
+def test_compaction_stops_below_the_high_watermark(tmp_path):
+    """Records at or after the high watermark may still be truncated (a Raft replica's
+    uncommitted suffix), so compaction cleans only segments wholly below it (Kafka cleans below
+    the LSO, itself <= the high watermark); otherwise a record removed as superseded by an
+    uncommitted one is lost with it (the state machine's falsifying example, issue 17)."""
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(delete_retention_ms=10**12))
+    log.append(keyed([(b"a", b"0"), (b"a", b"1")]), leader_epoch=0)  # offsets 0, 1
+    log.append(keyed([(b"a", b"2")]), leader_epoch=0)  # offset 2: not committed
+    log.roll()
+    stats = log.compact(now_ms=10**12, high_watermark=2)
+    assert stats.segments_cleaned == 0 and stats.skipped == "no cleanable segment"
+    log.truncate_to(2)
+    assert log.log_end_offset == 2
+    assert [(r.offset, r.value) for r in records(log.read_bytes(0, 10**9))] == [(0, b"0"), (1, b"1")]
+    log.append(keyed([(b"a", b"3")]), leader_epoch=1)  # offset 2 again, then committed
+    log.roll()
+    assert log.compact(now_ms=10**12, high_watermark=3).segments_cleaned == 1
+    assert [(r.offset, r.value) for r in records(log.read_bytes(0, 10**9))] == [(2, b"3")]
+    log.close()

@@ -24,7 +24,7 @@ from litemq.storage.log import AppendOrigin, PartitionLog
 from litemq.storage.producer_state import ProducerStateManager, snapshot_name
 from litemq.storage.txn_index import AbortedTxn, TransactionIndex
 
-from storage_helpers import batch, marker_batch, read_committed, txn_batch
+from storage_helpers import batch, compact_committed, marker_batch, read_committed, txn_batch
 
 COORD = AppendOrigin.COORDINATOR
 
@@ -419,7 +419,7 @@ def test_compaction_keeps_read_committed_semantics(tmp_path):
     log.roll()
     before = committed_view(log, log.log_end_offset)
     assert [v for _, v in before] == [b"committed-1", b"committed-3"]
-    stats = log.compact(now_ms=10**12)
+    stats = compact_committed(log, 10**12)
     assert stats.segments_cleaned == 1 and stats.end_offset == 7  # stops at the ongoing transaction
     after = committed_view(log, log.log_end_offset)
     assert after == before
@@ -432,10 +432,10 @@ def test_compaction_keeps_read_committed_semantics(tmp_path):
     # P1 commits: both its records become visible (its k1 now supersedes the one at offset 0)
     end_txn(log, 1, commit=True)
     log.roll()
-    log.compact(now_ms=10**12)  # the commit marker is not below the high watermark seen yet
+    compact_committed(log, 10**12)  # the commit marker is not below the high watermark seen yet
     assert [v for _, v in committed_view(log, log.log_end_offset - 1)] == [b"committed-1", b"committed-3"]
     log.last_stable_offset(log.log_end_offset)  # a fetch with the marker replicated
-    log.compact(now_ms=10**12)
+    compact_committed(log, 10**12)
     final = committed_view(log, log.log_end_offset)
     assert [v for _, v in final] == [b"committed-3", b"ongoing-4", b"ongoing-k1"]
     log.close()

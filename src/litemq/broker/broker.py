@@ -12,6 +12,7 @@ import asyncio
 import logging
 import ssl
 import time
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -252,7 +253,9 @@ class BrokerRuntime:
                              deleted, p.topic, p.index, p.log.log_start_offset)
                     p.truncate_after_delete_records()
             if cfg.compact:
-                await self.loop.run_in_executor(self.executor, p.log.compact, now_ms)
+                # below the high watermark only: an uncommitted tail may still be truncated
+                await self.loop.run_in_executor(self.executor, partial(p.log.compact, now_ms,
+                                                                       high_watermark=p.high_watermark))
             if not cfg.durable and p.log.flush_due(now_ms):
                 p._schedule_flush()
 

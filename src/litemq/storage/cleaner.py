@@ -3,13 +3,18 @@
 Source: Kafka ``LogCleaner`` / ``Cleaner`` (``doClean``, ``cleanSegments``,
 ``buildOffsetMap``), ``LogCleanerManager`` (dirty ratio, ``cleaner-offset-checkpoint``).
 
-Algorithm, run by :meth:`PartitionLog.compact` on a worker thread:
+Algorithm, run by :meth:`PartitionLog.compact` on a worker thread in three phases
+(:meth:`LogCleaner.plan`, :meth:`~LogCleaner.rewrite`, :meth:`~LogCleaner.swap`); one clean
+of a log at a time (a second concurrent call is skipped):
 
 1. Under the log lock, take the *cleanable* segments: every inactive segment, oldest first,
    stopping at the first one holding a record younger than ``min.compaction.lag.ms`` or an
-   offset at/after the first unstable offset (ongoing transactions and completed ones whose
-   marker may not be replicated yet; Kafka ``LogCleanerManager`` bounds cleaning by the LSO).
-   Also take the aborted transactions of that range from the ``.txnindex`` files.
+   offset at/after the high watermark or the first unstable offset (ongoing transactions and
+   completed ones whose marker may not be replicated yet). Kafka ``LogCleanerManager`` bounds
+   cleaning by the LSO, which is <= the high watermark: records at/after the high watermark
+   may still be truncated (a Raft replica's uncommitted suffix), and a record removed because
+   an uncommitted one superseded it would be lost with it. Also take the aborted transactions
+   of that range from the ``.txnindex`` files and the log's truncation count.
    Skip unless dirty bytes (segments at/after the cleaner checkpoint) / cleanable bytes >=
    ``min.cleanable.dirty.ratio``.
 2. Without the lock: build key -> latest offset over the cleanable range (records decoded),
@@ -26,11 +31,19 @@ Algorithm, run by :meth:`PartitionLog.compact` on a worker thread:
    same base offset, last offset delta, base timestamp, codec, producer id/epoch/sequence and
    leader epoch (offsets never change). An emptied batch is dropped, except the last batch of a
    producer id, kept empty so the producer's sequence survives a reload (Kafka does the same).
-3. The cleaned segment and its indexes (``.txnindex`` too) are fsynced, renamed ``.cleaned`` ->
-   ``.swap``; then under
-   the lock, for segments still present in the log, the indexes and then the ``.log`` are
-   atomically renamed over the old files and the segment list is swapped. A crash leaves either
-   ``.cleaned`` files (discarded on open) or ``.log.swap`` files (completed on open).
+   The cleaned segment and its indexes (``.txnindex`` too) are fsynced as ``.cleaned`` files.
+3. Under the lock: if the log was truncated (or closed) since step 1, the clean is abandoned -
+   its ``.cleaned`` files deleted, the cleaner checkpoint left alone, the next round redoes it
+   (Kafka aborts cleaning before a truncation): the truncation may have cut a cleaned segment or
+   removed the records whose presence made older ones redundant, and swapping the copies in
+   would bring back truncated records or lose the latest value of a key. Otherwise, for every
+   segment still in the log (retention or DeleteRecords may have deleted some: their copies are
+   deleted), the files are renamed ``.cleaned`` -> ``.swap`` and then ``.swap`` -> final, each
+   time the indexes first and the ``.log`` last, and the segment list is swapped. The renames
+   are metadata only (no fsync under the lock; the directory is fsynced after): they reach the
+   disk in the order made (ext4/xfs journal), so a crash leaves ``.cleaned`` files (discarded on
+   open), or a ``.log.swap`` (the swap completed on open), or the finished swap - and no
+   ``.swap`` file of a segment a truncation changed ever exists.
 
 Appends and reads continue during step 2; readers holding regions of the old files keep
 reading them (the old inode stays alive until their file object is dropped).
@@ -40,19 +53,54 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from litemq.protocol.records import BatchHeader, build_batch, decode_batch
 from litemq.storage.checkpoints import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from litemq.storage.config import LogConfig
+from litemq.storage.producer_state import ProducerStateManager
 from litemq.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
-
-if TYPE_CHECKING:
-    from litemq.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+class CleanableLog(Protocol):
+    """What the cleaner needs of a partition log (:class:`~litemq.storage.log.PartitionLog`
+    implements it; declared here so the cleaner does not import the log)."""
+
+    dir: Path
+    log_start_offset: int
+    producer_state: ProducerStateManager
+
+    @property
+    def lock(self) -> AbstractContextManager:
+        """The log lock guarding the segment list and the offsets."""
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segment list, oldest first (copy-on-write)."""
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations (``truncate_to``, ``truncate_fully_and_start_at``) the log has had."""
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborted transactions of the range, by first offset."""
+
+    def replace_segments(self, segments: list[LogSegment]) -> None:
+        """(lock held) Install a new segment list."""
 
 
 class _AbortedTxnTracker:
@@ -80,6 +128,19 @@ class _AbortedTxnTracker:
 
 
 @dataclass(slots=True)
+class CleanPlan:
+    """What :meth:`LogCleaner.plan` chose: the segments to clean (oldest first), the offset range
+    ``[start_offset, end_offset)`` they cover, its aborted transactions and the log's
+    truncation count when chosen."""
+
+    segments: list[LogSegment]
+    start_offset: int
+    end_offset: int
+    aborted: list[tuple[int, int]]
+    truncation_count: int
+
+
+@dataclass(slots=True)
 class CleanStats:
     """What one :meth:`LogCleaner.clean` did (bytes are ``.log`` bytes)."""
 
@@ -97,63 +158,89 @@ class CleanStats:
 
 
 class LogCleaner:
-    """Compacts one :class:`PartitionLog` (see module doc)."""
+    """Compacts one partition log (see module doc). One per log: :meth:`clean` runs one clean
+    at a time."""
 
-    def __init__(self, plog: PartitionLog) -> None:
+    def __init__(self, plog: CleanableLog) -> None:
         self.log = plog
         self.checkpoint_path = plog.dir / CLEANER_OFFSET_CHECKPOINT
+        self._running = threading.Lock()
 
-    def clean(self, now_ms: int) -> CleanStats:
-        plog = self.log
+    def clean(self, now_ms: int, high_watermark: int) -> CleanStats:
+        """One compaction of the log's cleanable segments below ``high_watermark`` (an offset,
+        exclusive) as of ``now_ms`` (epoch ms; ``min.compaction.lag.ms``, ``delete.retention.ms``).
+        Raises :class:`~litemq.protocol.errors.KafkaStorageError`/``OSError`` if a file cannot be
+        written (the log is unchanged)."""
         stats = CleanStats()
+        if not self._running.acquire(blocking=False):
+            stats.skipped = "a clean of this log is already running"
+            return stats
+        try:
+            plan = self.plan(now_ms, high_watermark, stats)
+            if plan is None:
+                return stats
+            cleaned = self.rewrite(plan, now_ms, stats)
+            if self.swap(plan, cleaned, stats):
+                write_offset_checkpoint(self.checkpoint_path, plan.end_offset)
+            return stats
+        finally:
+            self._running.release()
+
+    def plan(self, now_ms: int, high_watermark: int, stats: CleanStats) -> CleanPlan | None:
+        """Phase 1 (takes the log lock): the segments to clean, or None with ``stats.skipped`` set."""
+        plog = self.log
         cfg = plog.config
         if not cfg.compact:
             stats.skipped = "cleanup.policy has no compact"
-            return stats
-        with plog._lock:
+            return None
+        with plog.lock:
             if plog.closed:
                 stats.skipped = "log closed"
-                return stats
+                return None
             segments = plog.segments
             ps = plog.producer_state
             unstable = ps.first_unstable_offset_at(ps.completed_floor)
+            upper = high_watermark if unstable is None else min(high_watermark, unstable)
             cleanable: list[LogSegment] = []
             for i, seg in enumerate(segments[:-1]):
                 seg.ensure_indexes()
                 if seg.max_timestamp >= 0 and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
                     break
-                if unstable is not None and segments[i + 1].base_offset > unstable:
+                if segments[i + 1].base_offset > upper:
                     break
                 cleanable.append(seg)
             if not cleanable:
                 stats.skipped = "no cleanable segment"
-                return stats
+                return None
             end_offset = segments[len(cleanable)].base_offset
             start_offset = plog.log_start_offset
             aborted = plog.collect_aborted_transactions(start_offset, end_offset)
+            truncations = plog.truncation_count
         stats.end_offset = end_offset
         first_dirty = read_offset_checkpoint(self.checkpoint_path) or 0
         total = sum(s.size for s in cleanable)
         dirty = sum(s.size for s in cleanable if s.base_offset >= first_dirty)
         if total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio:
             stats.skipped = f"dirty ratio {dirty}/{total} below {cfg.min_cleanable_dirty_ratio}"
-            return stats
+            return None
+        return CleanPlan(cleanable, start_offset, end_offset, aborted, truncations)
 
-        latest, last_batch_of_producer = self._build_offset_map(cleanable, start_offset, aborted)
-        horizon = now_ms - cfg.delete_retention_ms
+    def rewrite(self, plan: CleanPlan, now_ms: int, stats: CleanStats) -> list[tuple[LogSegment, LogSegment]]:
+        """Phase 2 (no lock): ``(old, cleaned copy)`` per planned segment, the copies fsynced as
+        ``.cleaned`` files (deleted again if anything fails)."""
+        latest, last_batch_of_producer = self._build_offset_map(plan.segments, plan.start_offset, plan.aborted)
+        horizon = now_ms - self.log.config.delete_retention_ms
         cleaned: list[tuple[LogSegment, LogSegment]] = []
-        tracker = _AbortedTxnTracker(aborted)
+        tracker = _AbortedTxnTracker(plan.aborted)
         try:
-            for seg in cleanable:
+            for seg in plan.segments:
                 new = self._clean_segment(seg, latest, last_batch_of_producer, horizon, stats, tracker)
                 cleaned.append((seg, new))
         except BaseException:
             for _, new in cleaned:
                 new.delete_files()
             raise
-        self._swap(cleaned, stats)
-        write_offset_checkpoint(self.checkpoint_path, end_offset)
-        return stats
+        return cleaned
 
     def _build_offset_map(self, segments: list[LogSegment], start_offset: int, aborted: list[tuple[int, int]]):
         latest: dict[bytes, int] = {}
@@ -215,36 +302,43 @@ class LogCleaner:
             new.on_become_inactive()
             new.sync()
             new.flush_indexes(sync=True)
-            new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
         except BaseException:
             new.delete_files()
             raise
         return new
 
-    def _swap(self, cleaned: list[tuple[LogSegment, LogSegment]], stats: CleanStats) -> None:
+    def swap(self, plan: CleanPlan, cleaned: list[tuple[LogSegment, LogSegment]], stats: CleanStats) -> bool:
+        """Phase 3 (takes the log lock): install the cleaned copies, or abandon the clean if the
+        log was truncated or closed since :meth:`plan` (module doc, step 3). True if installed."""
         plog = self.log
-        fsync_dir(plog.dir)
-        with plog._lock:
+        fsync_dir(plog.dir)  # the .cleaned files' names are durable before any rename
+        with plog.lock:
+            if plog.closed or plog.truncation_count != plan.truncation_count:
+                for _, new in cleaned:
+                    new.delete_files()
+                stats.skipped = ("log closed" if plog.closed else "log truncated") + " while cleaning: abandoned"
+                log.info("%s: compaction of offsets %d..%d abandoned: %s", plog.dir, plan.start_offset,
+                         plan.end_offset - 1, stats.skipped)
+                return False
             current = plog.segments
-            index = {id(s): i for i, s in enumerate(current)}
+            index = {id(s): i for i, s in enumerate(current[:-1])}  # the active segment is never replaced
             replaced = list(current)
+            swapped: list[LogSegment] = []
             for old, new in cleaned:
                 i = index.get(id(old))
-                if i is None or plog.closed:  # deleted/truncated meanwhile: drop the cleaned copy
+                if i is None:  # deleted by retention or DeleteRecords meanwhile: drop the copy
                     new.delete_files()
                     continue
-                # indexes first, then the .log: a .log.swap left by a crash means "not done yet"
-                for idx in (new.offset_index, new.time_index, new.txn_index):
-                    final = idx.path.with_name(idx.path.name[: -len(SWAP_SUFFIX)])
-                    idx.rename(final)
-                final_log = new.log_path.with_name(new.log_path.name[: -len(SWAP_SUFFIX)])
-                os.replace(new.log_path, final_log)
-                new.log_path = final_log
-                new.next_offset = None
+                new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 replaced[i] = new
-                stats.segments_cleaned += 1
-            plog._set_segments(replaced)
+                swapped.append(new)
+            for new in swapped:  # a .log.swap on disk means "complete the swap" (LogLoader)
+                new.rename_suffix(SWAP_SUFFIX, "")
+                new.next_offset = None
+            stats.segments_cleaned = len(swapped)
+            plog.replace_segments(replaced)
         fsync_dir(plog.dir)
         log.info("%s: compacted %d segments: %d -> %d bytes, %d records removed (%d tombstones)",
                  plog.dir, stats.segments_cleaned, stats.bytes_read, stats.bytes_written,
                  stats.records_removed, stats.tombstones_removed)
+        return True

@@ -74,6 +74,7 @@ from litemq.storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from litemq.storage.cleaner import CleanStats, LogCleaner
 from litemq.storage.config import LogConfig
 from litemq.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from litemq.storage.producer_state import (  # noqa: F401 - AppendOrigin re-exported
@@ -180,6 +181,7 @@ class PartitionLog:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(directory)
+        self._cleaner = LogCleaner(self)
 
     # ================================================================== properties
     @property
@@ -218,6 +220,17 @@ class PartitionLog:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The log lock (segment list, offsets); held only for in-memory work and short writes."""
+        return self._lock
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations (:meth:`truncate_to`, :meth:`truncate_fully_and_start_at`) this
+        log object has made; the cleaner abandons a clean that one overlapped."""
+        return self._truncations
 
     @property
     def name(self) -> str:
@@ -417,6 +430,10 @@ class PartitionLog:
         """Replace the segment list (copy-on-write: readers keep a consistent old list)."""
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
+
+    def replace_segments(self, segments: list[LogSegment]) -> None:
+        """(lock held) Install a new segment list with the same base offsets (the cleaner's swap)."""
+        self._set_segments(segments)
 
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -986,11 +1003,14 @@ class PartitionLog:
             return 0
 
     # ================================================================== compaction
-    def compact(self, now_ms: int | None = None):
-        """Compact (``cleanup.policy`` contains ``compact``): see :mod:`litemq.storage.cleaner`."""
-        from litemq.storage.cleaner import LogCleaner
-
-        return LogCleaner(self).clean(_now_ms() if now_ms is None else now_ms)
+    def compact(self, now_ms: int | None = None, *, high_watermark: int) -> CleanStats:
+        """Compact (``cleanup.policy`` contains ``compact``) the inactive segments wholly below
+        ``high_watermark`` (exclusive offset: records at/after it may still be truncated, Kafka
+        cleans below the LSO <= high watermark) and the first unstable offset; ``now_ms``
+        (epoch ms, default now) dates ``min.compaction.lag.ms`` and ``delete.retention.ms``.
+        One clean at a time per log (a concurrent call is skipped); a clean overlapped by a
+        truncation is abandoned (``skipped``). See :mod:`litemq.storage.cleaner`."""
+        return self._cleaner.clean(_now_ms() if now_ms is None else now_ms, high_watermark)
 
     # ================================================================== close / delete
     def close(self) -> None:

@@ -127,16 +127,18 @@ class LogSegment:
         self.txn_index.delete()
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Rename all files (``.txnindex`` if present) from ``<name><ext><old>`` to ``<name><ext><new>``."""
+        """Rename all files (``.txnindex`` if present) from ``<name><ext><old>`` to
+        ``<name><ext><new>``: the indexes first, the ``.log`` last, so the ``.log``'s name says
+        whether the whole segment was renamed (what the compaction swap relies on)."""
         def renamed(p: Path) -> Path:
             name = p.name[: len(p.name) - len(old)] if old else p.name
             return p.with_name(name + new)
-        target = renamed(self.log_path)
-        os.replace(self.log_path, target)
-        self.log_path = target
         self.offset_index.rename(renamed(self.offset_index.path))
         self.time_index.rename(renamed(self.time_index.path))
         self.txn_index.rename(renamed(self.txn_index.path))
+        target = renamed(self.log_path)
+        os.replace(self.log_path, target)
+        self.log_path = target
 
     # ------------------------------------------------------------------ indexes
     def ensure_indexes(self) -> None:
