@@ -400,7 +400,7 @@ def test_cli_cluster_start_status_stop(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         assert not [pid for pid in pids if _running(pid)], "brokers still running after 'cluster stop'"
         r = litemq("cluster", "status", "--data-dir", str(data_dir))
-        assert r.returncode == 1 and "no cluster" in r.stderr
+        assert r.returncode == 1 and "is stopped" in r.stderr and "litemq cluster start -n 3" in r.stderr
     finally:
         for pid in pids:
             if _running(pid):

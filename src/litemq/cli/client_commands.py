@@ -6,19 +6,19 @@ cluster. Every failure is turned into one readable line (:class:`CliError`).
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from litemq.cli.client_config import client_config, command_config_option
-from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError, _parse_kv
+from litemq.cli.common import CliError, bootstrap_server_option, console, err_console, make_table
+from litemq.cli.common import parse_kv as _parse_kv
 
-console = Console()
 CLIENT_TIMEOUT_S = 10.0
 CONNECT_GIVE_UP_S = 4.0
 """A client command gives up this long after its start when every bootstrap broker refuses the
@@ -33,10 +33,9 @@ _FATAL_CONNECT_ERRORS = ("_AUTHENTICATION", "_SSL")
 
 
 def bootstrap_option(f):
-    """``-b/--bootstrap-server`` and ``--command-config`` (client security settings)."""
-    return command_config_option(click.option(
-        "-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-        envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")(f))
+    """``-b/--bootstrap-server`` (env ``LITEMQ_BOOTSTRAP_SERVER``) and ``--command-config``
+    (client security settings)."""
+    return command_config_option(bootstrap_server_option(f))
 
 
 def _quiet(conf: dict) -> dict:
@@ -136,7 +135,7 @@ def topic_create(name, partitions, replicas, configs, bootstrap) -> None:
 def topic_list(show_internal, bootstrap) -> None:
     """List topics with their partition counts."""
     md = _admin(bootstrap).list_topics(timeout=CLIENT_TIMEOUT_S)
-    table = Table("TOPIC", "PARTITIONS")
+    table = make_table("TOPIC", "PARTITIONS")
     for name in sorted(md.topics):
         if name.startswith("__") and not show_internal:
             continue
@@ -159,7 +158,7 @@ def topic_describe(name, bootstrap) -> None:
         raise CliError(f"unknown topic {name!r}")
     consumer = Consumer(_quiet(client_config(bootstrap, {"group.id": f"litemq-cli-{uuid.uuid4()}",
                                                          "enable.auto.commit": False})))
-    table = Table("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG START", "HIGH WATERMARK")
+    table = make_table("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG START", "HIGH WATERMARK")
     try:
         for pid in sorted(t.partitions):
             p = t.partitions[pid]
@@ -172,7 +171,7 @@ def topic_describe(name, bootstrap) -> None:
     console.print(table)
     res = ConfigResource("topic", name)
     configs = admin.describe_configs([res])[res].result(timeout=CLIENT_TIMEOUT_S)
-    ctable = Table("CONFIG", "VALUE", "SOURCE")
+    ctable = make_table("CONFIG", "VALUE", "SOURCE")
     for key in sorted(configs):
         entry = configs[key]
         ctable.add_row(key, str(entry.value), config_source_name(entry.source))
@@ -283,7 +282,7 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
 
 
 def err_console_print(text: str) -> None:
-    Console(stderr=True).print(text)
+    err_console.print(text)
 
 
 def format_record(fmt: str, msg) -> bytes:
@@ -336,7 +335,11 @@ def format_record(fmt: str, msg) -> bytes:
               help="Exit after this many seconds without a record.")
 @bootstrap_option
 def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, bootstrap) -> None:
-    """Print records of TOPIC."""
+    """Print records of TOPIC.
+
+    SIGTERM or Ctrl-C stops it cleanly: the consumer is closed (with -g it commits its offsets
+    and leaves the group at once, instead of being dropped after the session timeout), exit 0.
+    """
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
     admin = _admin(bootstrap)
@@ -350,6 +353,8 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
         conf.update({"group.id": group, "enable.auto.commit": True})
     else:
         conf.update({"group.id": f"litemq-cli-{uuid.uuid4()}", "enable.auto.commit": False})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())  # as Ctrl-C: close, then exit 0
     consumer = Consumer(conf)
     if group:
         consumer.subscribe([topic_name])
@@ -360,7 +365,7 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
     last = time.monotonic()
     out = sys.stdout.buffer
     try:
-        while count is None or seen < count:
+        while (count is None or seen < count) and not stop.is_set():
             msg = consumer.poll(0.2)
             if msg is None:
                 if idle_timeout_s is not None and time.monotonic() - last > idle_timeout_s:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from litemq.cli.main import CliError
+from litemq.cli.common import CliError
 from litemq.config import read_properties
 
 COMMAND_CONFIG_ENV = "LITEMQ_CLIENT_CONFIG"

@@ -4,15 +4,18 @@
 ``BASE+i-1``, RPC port ``BASE+100+i-1``, data in ``DIR/node-<i>``, output in
 ``DIR/node-<i>/broker.log``), records them in ``DIR/cluster.json``, waits until a metadata
 leader sees all N brokers live and prints the bootstrap servers. ``stop`` sends SIGTERM to the
-recorded processes and waits for them; ``status`` asks the brokers' RPC ``status`` and shows the
-brokers, the metadata group and every partition's leader, epoch, replicas, high watermark, log
-end offset and largest replica lag.
+recorded processes, waits for them and marks ``cluster.json`` stopped (the data is kept; ``status``
+and another ``stop`` then print the ``cluster start`` command that runs it again); ``status``
+asks the brokers' RPC ``status`` and shows the brokers, the metadata group and every
+partition's leader, epoch, replicas, high watermark, log end offset and largest replica lag.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,17 +23,14 @@ import time
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from litemq.cli.main import CliError, _parse_kv
+from litemq.cli.common import CliError, console, make_table, parse_kv
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = "litemq-cluster"
 RPC_PORT_OFFSET = 100
-console = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def data_dir_option(f):
@@ -61,13 +61,57 @@ def _pid_exists(pid: int) -> bool:
 
 
 def _load_state(data_dir: Path) -> dict:
+    """``DIR/cluster.json``.
+
+    Raises:
+        CliError: no such file: "no cluster in DIR" when DIR holds no broker data either, else
+            that the cluster is stopped and the ``cluster start`` command to run it again;
+            an unreadable file.
+    """
     path = data_dir / STATE_FILE
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise CliError(f"no cluster in {data_dir} ({path} not found); start one with 'litemq cluster start'") from None
+        node_ids = _node_dirs(data_dir)
+        if not node_ids:
+            raise CliError(f"no cluster in {data_dir} (neither {STATE_FILE} nor node-<id>/ data there); start one "
+                           f"with 'litemq cluster start --data-dir {shlex.quote(str(data_dir))}'") from None
+        raise CliError(f"the cluster in {data_dir} is not running (data of {len(node_ids)} broker"
+                       f"{'s' if len(node_ids) > 1 else ''} kept, no {STATE_FILE}); start it again with: "
+                       f"litemq cluster start -n {max(node_ids)} --data-dir {shlex.quote(str(data_dir))} "
+                       "--base-port <its first node's client port>") from None
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def _node_dirs(data_dir: Path) -> list[int]:
+    """Node ids of the ``node-<id>/`` directories in ``data_dir`` (none when it does not exist)."""
+    try:
+        names = [p.name for p in data_dir.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for name in names if (m := re.fullmatch(r"node-(\d+)", name)))
+
+
+def _start_command(data_dir: Path, state: dict) -> str:
+    """The ``litemq cluster start`` command that runs the cluster recorded in ``state`` again:
+    the same nodes, ports, HTTP ports and overrides, on the kept data."""
+    nodes = state.get("nodes") or []
+    start = state.get("start") or {}  # recorded since the stopped state is kept; else from the nodes
+    n = start.get("nodes", len(nodes))
+    base = start.get("base_port", min((nd["port"] for nd in nodes), default=9092))
+    args = ["litemq", "cluster", "start", "-n", str(n), "--base-port", str(base), "--data-dir", str(data_dir)]
+    http_base = start.get("http_base_port", DEFAULT_HTTP_PORT)
+    if http_base != DEFAULT_HTTP_PORT:
+        args += ["--http-base-port", str(http_base)]
+    for k, v in (state.get("overrides") or {}).items():
+        args += ["-o", f"{k}={v}"]
+    return shlex.join(args)
+
+
+def _stopped(state: dict) -> bool:
+    """True when ``cluster stop`` stopped the recorded cluster, or none of its brokers runs."""
+    return "stopped_at" in state or not any(_is_our_broker(nd["pid"]) for nd in state.get("nodes", []))
 
 
 def _write_state(data_dir: Path, state: dict) -> None:
@@ -130,7 +174,7 @@ def cluster() -> None:
               help="Seconds to wait for a metadata leader with all brokers live.")
 def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) -> None:
     """Start N brokers in the background and wait until the cluster is ready."""
-    settings = _parse_kv(overrides, "--override")
+    settings = parse_kv(overrides, "--override")
     try:
         BrokerConfig.from_sources(overrides=settings)  # a bad -o fails here, not in N broker logs
     except ValueError as exc:
@@ -138,7 +182,7 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) 
     data_dir = data_dir.resolve()
     if (data_dir / STATE_FILE).exists():
         old = _load_state(data_dir)
-        alive = [nd["pid"] for nd in old.get("nodes", []) if _is_our_broker(nd["pid"])]
+        alive = [] if "stopped_at" in old else [nd["pid"] for nd in old.get("nodes", []) if _is_our_broker(nd["pid"])]
         if alive:
             raise CliError(f"a cluster from {data_dir} is running (pids {', '.join(map(str, alive))}); "
                            f"'litemq cluster stop --data-dir {data_dir}' first")
@@ -176,6 +220,7 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) 
                       "http_port": http_ports.get(i), "data_dir": str(node_dir), "log": str(log_path)})
     bootstrap = ",".join(f"{HOST}:{ports[i]}" for i in ids)
     _write_state(data_dir, {"nodes": nodes, "bootstrap_servers": bootstrap, "overrides": settings,
+                            "start": {"nodes": n, "base_port": base_port, "http_base_port": http_base_port},
                             "started_at": time.time()})
     console.print(f"started {n} broker{'s' if n > 1 else ''} (logs in {data_dir}/node-<id>/broker.log); "
                   f"waiting for the cluster ...")
@@ -211,9 +256,13 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) 
 @click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
               help="Seconds to wait for a clean shutdown before SIGKILL.")
 def cluster_stop(data_dir, timeout_s) -> None:
-    """Stop the brokers started by 'litemq cluster start' (SIGTERM, then wait)."""
+    """Stop the brokers started by 'litemq cluster start' (SIGTERM, then wait); the data is kept."""
     data_dir = data_dir.resolve()
     state = _load_state(data_dir)
+    if "stopped_at" in state:
+        console.print(f"the cluster in {data_dir} is already stopped (data kept); start it again with: "
+                      f"{_start_command(data_dir, state)}", highlight=False, soft_wrap=True)
+        return
     pids = [nd["pid"] for nd in state.get("nodes", [])]
     running = [pid for pid in pids if _is_our_broker(pid)]
     left = _terminate(running, timeout_s)
@@ -221,8 +270,9 @@ def cluster_stop(data_dir, timeout_s) -> None:
         _kill(left)
         console.print(f"[yellow]warning:[/] pid{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} "
                       f"did not stop within {timeout_s:g}s and {'were' if len(left) > 1 else 'was'} killed")
-    (data_dir / STATE_FILE).unlink(missing_ok=True)
-    console.print(f"stopped {len(running)} broker{'s' if len(running) != 1 else ''} (data kept in {data_dir})")
+    _write_state(data_dir, {**state, "stopped_at": time.time()})
+    console.print(f"stopped {len(running)} broker{'s' if len(running) != 1 else ''} (data kept in {data_dir}); "
+                  f"start again with: {_start_command(data_dir, state)}", highlight=False, soft_wrap=True)
 
 
 @cluster.command("status")
@@ -234,6 +284,10 @@ def cluster_status(data_dir, show_internal, timeout_s) -> None:
     """Brokers, metadata leader and per-partition leaders, offsets and replica lag."""
     data_dir = data_dir.resolve()
     state = _load_state(data_dir)
+    if _stopped(state):
+        how = "is stopped" if "stopped_at" in state else "is not running (its brokers exited)"
+        raise CliError(f"the cluster in {data_dir} {how}; data kept; start it again with: "
+                       f"{_start_command(data_dir, state)}")
     nodes = {nd["node_id"]: nd for nd in state.get("nodes", [])}
     statuses = {nid: ask_status(nd["host"], nd["rpc_port"], timeout_s) for nid, nd in sorted(nodes.items())}
     answered = {nid: st for nid, st in statuses.items() if st is not None}
@@ -259,7 +313,7 @@ def _ids(ids) -> str:
 
 def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], view: dict) -> None:
     known = {b.get("node_id"): b for b in view.get("brokers") or []}
-    table = Table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", title="brokers", title_justify="left")
+    table = make_table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", title="brokers", title_justify="left")
     for nid in sorted(set(nodes) | set(known)):
         nd, b = nodes.get(nid, {}), known.get(nid)
         address = f"{b['host']}:{b['port']}" if b else f"{nd.get('host')}:{nd.get('port')}"
@@ -287,7 +341,7 @@ def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
     if not keys:
         console.print("no partitions" + ("" if show_internal else " (internal topics hidden; -a shows them)"))
         return
-    table = Table("TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "HW", "LEO", "MAX LAG",
+    table = make_table("TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "HW", "LEO", "MAX LAG",
                   title="partitions", title_justify="left")
     for key in keys:
         entry = leaders.get(key)

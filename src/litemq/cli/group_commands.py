@@ -11,10 +11,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import click
-from rich.table import Table
 
-from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin, _reason, bootstrap_option, console
-from litemq.cli.main import CliError
+from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin, _reason, bootstrap_option
+from litemq.cli.common import CliError, console, make_table
 
 
 def _result(fut, what: str):
@@ -63,7 +62,7 @@ def group_list(bootstrap) -> None:
     """List consumer groups with their state."""
     admin = _admin(bootstrap)
     res = _result(admin.list_consumer_groups(request_timeout=CLIENT_TIMEOUT_S), "cannot list groups")
-    table = Table("GROUP", "STATE", "SIMPLE")
+    table = make_table("GROUP", "STATE", "SIMPLE")
     for g in sorted(res.valid, key=lambda g: g.group_id):
         table.add_row(g.group_id, _state_name(g.state), "yes" if g.is_simple_consumer_group else "no")
     console.print(table)
@@ -89,7 +88,7 @@ def group_describe(group_id, bootstrap) -> None:
     ends = _list_offsets(admin, partitions, OffsetSpec.latest())
     console.print(f"group [bold]{group_id}[/]  state {_state_name(desc.state)}  assignor "
                   f"{desc.partition_assignor or '-'}  members {len(desc.members)}")
-    table = Table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    table = make_table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
     for tp in partitions:
         cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
         lag = "-" if cur is None or end is None else str(max(end - cur, 0))
@@ -164,7 +163,7 @@ def group_reset_offsets(group_id, topics, to_earliest, to_latest, to_offset, to_
         by_time = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
         target = {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in partitions}
     committed = _committed(admin, group_id)
-    table = Table("TOPIC", "PARTITION", "OLD-OFFSET", "NEW-OFFSET")
+    table = make_table("TOPIC", "PARTITION", "OLD-OFFSET", "NEW-OFFSET")
     for tp in partitions:
         old = committed.get(tp)
         table.add_row(tp[0], str(tp[1]), "-" if old is None else str(old), str(target[tp]))

@@ -14,31 +14,9 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_LISTEN, BrokerConfig, parse_host_port
-
-err_console = Console(stderr=True)
-DEFAULT_BOOTSTRAP = DEFAULT_LISTEN
-
-
-class CliError(click.ClickException):
-    """A readable failure: printed as ``error: message``, exit status 1."""
-
-    def show(self, file=None) -> None:
-        # one line whatever the terminal width (soft_wrap); the message is text, not markup
-        err_console.print(f"[bold red]error:[/] {escape(self.message)}", soft_wrap=True)
-
-
-def _parse_kv(pairs: tuple[str, ...], what: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint=what)
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+from litemq.cli.common import CliError, address_callback, check_peers, parse_address, parse_kv
+from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_LISTEN, BrokerConfig
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,14 +28,16 @@ def main() -> None:
 # ------------------------------------------------------------------ serve
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Log directory (log.dirs).")
-@click.option("--listen", default=None,
+@click.option("--listen", default=None, metavar="HOST:PORT", callback=address_callback(resolve=True),
               help=f"HOST:PORT of one PLAINTEXT listener [default {DEFAULT_LISTEN}]; for several (SSL, SASL) "
                    "set listeners=NAME://HOST:PORT,... instead.")
-@click.option("--advertise", default=None, help="HOST:PORT clients are told to use (advertised.listeners).")
+@click.option("--advertise", default=None, metavar="HOST:PORT", callback=address_callback(),
+              help="HOST:PORT clients are told to use (advertised.listeners).")
 @click.option("--node-id", type=int, default=None, help="This broker's id (node.id).")
-@click.option("--rpc-listen", default=None,
+@click.option("--rpc-listen", default=None, metavar="HOST:PORT",
+              callback=address_callback(resolve=True, example="127.0.0.1:9192"),
               help="HOST:PORT for broker-to-broker Raft traffic (cluster mode).")
-@click.option("--peers", default=None, metavar="ID@HOST:PORT,...",
+@click.option("--peers", default=None, metavar="ID@HOST:PORT,...", callback=check_peers,
               help="Every broker of the cluster with its --rpc-listen address (the metadata voters; "
                    "Kafka's controller.quorum.voters). Without it the broker runs alone.")
 @click.option("--config", "config_file", type=click.Path(exists=True, path_type=Path), default=None,
@@ -68,6 +48,7 @@ def main() -> None:
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None,
               help="auto.create.topics.enable")
 @click.option("--http-listen", default=None, metavar="HOST:PORT|off",
+              callback=address_callback(resolve=True, allow_off=True, example=DEFAULT_HTTP_LISTEN),
               help=f"HTTP port for /metrics, the web console and the REST API (http.listen) "
                    f"[default {DEFAULT_HTTP_LISTEN}; port 0 = any free port; off = none].")
 @click.option("--log-level", default="INFO", show_default=True,
@@ -76,7 +57,7 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
           auto_create_topics, http_listen, log_level) -> None:
     """Run one broker in the foreground until SIGTERM/SIGINT (clean shutdown)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = _parse_kv(overrides, "--override")
+    settings = parse_kv(overrides, "--override")
     try:
         cfg = BrokerConfig.from_sources(config_file, settings)
     except ValueError as exc:
@@ -86,9 +67,9 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
     if listen is not None:
         if cfg.listeners.strip():
             raise CliError("--listen and the listeners setting exclude each other: put every listener in listeners")
-        cfg.listen_host, cfg.listen_port = parse_host_port(listen)
+        cfg.listen_host, cfg.listen_port = _address(listen)
     if advertise is not None:
-        cfg.advertised_host, cfg.advertised_port = parse_host_port(advertise)
+        cfg.advertised_host, cfg.advertised_port = _address(advertise)
     if node_id is not None:
         cfg.node_id = node_id
     if peers is not None:
@@ -98,7 +79,7 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
     except ValueError as exc:
         raise CliError(f"--peers: {exc}") from None
     if rpc_listen is not None:
-        cfg.rpc_listen_host, cfg.rpc_listen_port = parse_host_port(rpc_listen)
+        cfg.rpc_listen_host, cfg.rpc_listen_port = _address(rpc_listen)
     elif cfg.node_id in voters:
         cfg.rpc_listen_host, cfg.rpc_listen_port = voters[cfg.node_id]
     if voters and cfg.node_id not in voters:
@@ -136,10 +117,10 @@ async def _serve(cfg: BrokerConfig) -> None:
     await runtime.stop()
 
 
-def _register_client_commands() -> None:
-    from litemq.cli import client_commands
-
-    client_commands.register(main)
+def _address(text: str) -> tuple[str, int]:
+    """A checked ``HOST:PORT`` option value -> (host, port); an empty host is loopback."""
+    host, port = parse_address(text)
+    return host or "127.0.0.1", port
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from litemq.cli.main import DEFAULT_BOOTSTRAP, CliError
+from litemq.cli.common import CliError, bootstrap_server_option
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True)
@@ -88,8 +88,7 @@ def do_ingest(sources, bootstrap, topic_prefix, single_topic, follow, rate, spee
 
 @click.command()
 @click.argument("sources", nargs=-1, required=True)
-@click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-              envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker.")
+@bootstrap_server_option
 @click.option("--topic-prefix", default="logs.", show_default=True, help="Topic of a source = prefix + source name.")
 @click.option("--single-topic", default=None, metavar="TOPIC",
               help="Send every source to TOPIC (sources told apart by the 'source' header).")
@@ -174,8 +173,7 @@ def _report(output):
 
 @pipeline.command("run")
 @click.argument("patterns", nargs=-1, required=True, metavar="TOPIC_PATTERN...")
-@click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-              envvar="LITEMQ_BOOTSTRAP_SERVER", help="HOST:PORT of any broker, or a comma-separated list.")
+@bootstrap_server_option
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory: parquet aggregates, alerts, checkpoint, report.")
 @click.option("--once", is_flag=True, help="Stop when caught up (Trigger.AvailableNow).")

@@ -10,16 +10,9 @@ with the client's security settings. Failures print one line and exit with statu
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
-from litemq.cli.client_commands import (
-    CLIENT_TIMEOUT_S,
-    _admin,
-    _reason,
-    bootstrap_option,
-    console,
-)
-from litemq.cli.main import CliError
+from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin, _reason, bootstrap_option
+from litemq.cli.common import CliError, console, make_table
 
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
               "AlterConfigs", "IdempotentWrite")
@@ -153,7 +146,7 @@ def acl_list(topics, groups, cluster, transactional_ids, pattern, principal, boo
     for flt in _filters(topics, groups, cluster, transactional_ids, pattern, principal, ()):
         for b in _result(admin.describe_acls(flt, request_timeout=CLIENT_TIMEOUT_S), "cannot list ACLs"):
             seen[b] = None
-    table = Table("RESOURCE TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
+    table = make_table("RESOURCE TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
     for b in sorted(seen, key=lambda b: (b.restype.name, b.name, b.principal, b.operation.name)):
         table.add_row("CLUSTER" if b.restype.name == "BROKER" else b.restype.name, b.name,
                       b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name)
@@ -231,7 +224,7 @@ def _credentials(admin, names: list[str] | None, what: str = "cannot describe us
 def user_list(names, bootstrap) -> None:
     """List users with SCRAM credentials (mechanism and iterations)."""
     creds = _credentials(_admin(bootstrap), list(names) or None)
-    table = Table("USER", "MECHANISM", "ITERATIONS")
+    table = make_table("USER", "MECHANISM", "ITERATIONS")
     for name in sorted(creds):
         for info in creds[name].scram_credential_infos:
             table.add_row(name, info.mechanism.name.replace("_", "-"), str(info.iterations))
