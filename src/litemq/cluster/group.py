@@ -360,7 +360,7 @@ class RaftGroup:
             log.error("%s: fsync failed: %s; replica goes offline", self.group_id, fut.exception())
             self.failed = True
             return
-        metrics = getattr(getattr(self.host, "runtime", None), "metrics", None)
+        metrics = getattr(self.host, "metrics", None)  # ClusterManager.metrics: the broker's, or None
         if metrics is not None:
             if fut is not None and fut.result() is not None:
                 metrics.on_flush(fut.result())

@@ -25,6 +25,17 @@ class TopicConfigs(Protocol):
     configs: dict[str, str]
 
 
+class RaftObserver(Protocol):
+    """Receives what the Raft groups of this broker report (the broker passes its metrics)."""
+
+    def on_flush(self, seconds: float) -> None:
+        """One fsync of a group's log took ``seconds``."""
+
+    def on_raft_soft_state(self, group_type: str, old_role: str | None, old_leader: int | None,
+                           role: str, leader: int | None) -> None:
+        """A group's role or known leader changed (``group_type``: ``metadata`` or ``partition``)."""
+
+
 class ClusterHost(Protocol):
     """The broker services :class:`~litemq.cluster.manager.ClusterManager` uses.
 
@@ -37,6 +48,8 @@ class ClusterHost(Protocol):
         replicas: the :class:`~litemq.replica.ReplicaManager` registry of hosted partitions (set
             at start, before :meth:`ClusterManager.start`); the manager adds and removes its
             ``ReplicatedPartition`` s there.
+        metrics: the :class:`RaftObserver` of fsync times and Raft role changes (the broker's
+            ``BrokerMetrics``).
     """
 
     config: "BrokerConfig"
@@ -44,6 +57,7 @@ class ClusterHost(Protocol):
     default_log_config: "LogConfig"
     log_manager: "LogManager"
     replicas: "ReplicaManager | None"
+    metrics: RaftObserver
 
     def log_config_for(self, info: TopicConfigs) -> "LogConfig":
         """The log config of a topic: broker defaults overlaid with its dynamic configs."""

@@ -25,6 +25,11 @@ One :class:`ClusterManager` per broker in a replicated cluster (``litemq serve -
 - **leader balance**: every ``leader.imbalance.check.interval.ms`` a leader that is not the
   preferred replica hands leadership back to it once it is live and caught up (Raft
   leadership transfer, thesis §3.10); on clean shutdown leaders hand over first.
+
+Split by concern: this module is the metadata controller (metadata group, ticks, liveness,
+RPC, views); :mod:`litemq.cluster.admin` the admin operations (validate, propose, forward to
+the metadata leader, auto-creation, producer-id blocks); :mod:`litemq.cluster.partition_groups`
+the partition group registry (open/close a Raft group per hosted replica, leader balance).
 """
 
 from __future__ import annotations
@@ -37,54 +42,38 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from litemq import limits
+from litemq.cluster.admin import ADMIN_TIMEOUT_MS, PRODUCER_ID_BLOCK_SIZE, ClusterAdmin
 from litemq.cluster.group import RaftGroup
-from litemq.cluster.image import (
-    ApplyResult,
-    MetadataImage,
-    assign_replicas,
-    decode_record,
-    encode_record,
-    endpoints_from_json,
-    endpoints_to_json,
-    manual_partition_assignments,
-    manual_topic_assignments,
-)
-from litemq.cluster.partition import ReplicatedPartition
+from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, encode_record, endpoints_from_json,
+                                  endpoints_to_json)
+from litemq.cluster.partition_groups import (LEADER_BALANCE_MAX_LAG_OFFSETS, META_GROUP, PartitionGroupRegistry,
+                                             group_id_of)
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
 from litemq.raft import EntryKind, HeartbeatResponse, Ready, Role
-from litemq.security import records as security_records
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
 
 if TYPE_CHECKING:
-    from litemq.cluster.host import ClusterHost
+    from litemq.cluster.host import ClusterHost, RaftObserver
 
 log = logging.getLogger(__name__)
 
-META_GROUP = "__cluster_metadata"
-PRODUCER_ID_BLOCK_SIZE = 1000
-ADMIN_TIMEOUT_MS = 15_000
-"""How long a metadata change waits for the metadata leader when the request names no timeout
-(AlterConfigs, ACLs, producer-id blocks, auto-creation); CreateTopics, DeleteTopics and
-CreatePartitions wait their own ``timeout_ms``."""
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
 QUIESCE_AFTER_TICKS = 3
-LEADER_BALANCE_MAX_LAG_OFFSETS = 10_000
-"""A preferred replica at most this far behind may take leadership back (it catches up first)."""
 PEER_SILENCE_TICKS = 3
 """A peer broker silent for this many ticks counts as gone for quiescent followers."""
 
+__all__ = ["ClusterManager", "META_GROUP", "ADMIN_TIMEOUT_MS", "PRODUCER_ID_BLOCK_SIZE",
+           "LEADER_BALANCE_MAX_LAG_OFFSETS", "group_id_of"]
 
-def group_id_of(topic: str, index: int) -> str:
-    return f"{topic}-{index}"
 
-
-class ClusterManager:
-    """Raft groups and cluster metadata of one broker. Event-loop thread only."""
+class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
+    """Raft groups and cluster metadata of one broker (the metadata controller: metadata group,
+    scheduling, liveness, RPC, views), with its admin operations (:class:`ClusterAdmin`) and
+    partition group registry (:class:`PartitionGroupRegistry`). Event-loop thread only."""
 
     def __init__(self, host: "ClusterHost") -> None:
         cfg = host.config
@@ -326,23 +315,6 @@ class ClusterManager:
                 last_balance = self.loop.time()
                 self._balance_leaders()
 
-    def _balance_leaders(self) -> None:
-        for gid, g in self.groups.items():
-            if gid == META_GROUP or not g.node.is_leader or g.node.transferee is not None:
-                continue
-            p = self.host.replicas.partitions.get(getattr(g, "tp", None))
-            if p is None or not p.replicas or p.replicas[0] == self.node_id:
-                continue
-            preferred = p.replicas[0]
-            if preferred not in self.live_brokers or not self.transport.connected(preferred):
-                continue
-            # Close enough: the transfer itself brings it up to date before TimeoutNow (and gives
-            # up after an election timeout), so under steady load it still happens.
-            if g.node.match_offsets().get(preferred, -1) >= g.node.last_offset - LEADER_BALANCE_MAX_LAG_OFFSETS:
-                log.info("%s: handing leadership back to preferred replica %d", gid, preferred)
-                g.node.transfer_leadership(preferred)
-                self.mark_dirty(g)
-
     # ================================================================== metadata group
     def _on_meta_ready(self, rd: Ready) -> None:
         if rd.snapshot is not None and rd.snapshot.data is not None:
@@ -467,57 +439,6 @@ class ClusterManager:
         if result.created or result.changed_topics:
             self._reconcile_replicas(result.changed_topics)
 
-    def _reconcile_replicas(self, changed_topics=()) -> None:
-        """Open a Raft group for every partition assigned to this broker; apply config changes."""
-        host = self.host
-        for info in self.image.topics.values():
-            cfg = None
-            for index, replicas in enumerate(info.assignments):
-                if self.node_id not in replicas:
-                    continue
-                if group_id_of(info.name, index) not in self.groups:
-                    self._open_replica(info, index, replicas)
-                elif info.name in changed_topics:
-                    cfg = cfg or host.log_config_for(info)
-                    p = host.replicas.get(info.name, index)
-                    if p is not None:
-                        p.log.update_config(cfg)
-
-    def _open_replica(self, info, index: int, replicas: list[int]) -> None:
-        host = self.host
-        cfg = host.log_config_for(info)
-        plog = self._loaded_logs.pop((info.name, index), None) or host.log_manager.get(info.name, index)
-        if plog is None:
-            plog = host.log_manager.create(info.name, index, cfg)
-        else:
-            plog.update_config(cfg)
-        p = ReplicatedPartition(info.name, index, plog, host.replicas, replicas)
-        gid = group_id_of(info.name, index)
-        g = RaftGroup(self, gid, plog, replicas, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
-        g.tp = (info.name, index)
-        p.attach(g, on_leader=self._on_partition_leader)
-        host.replicas.partitions[(info.name, index)] = p
-        self.groups[gid] = g
-        fresh = plog.log_end_offset == 0 and g.node.term == 0
-        if fresh and replicas[0] == self.node_id and self.loop is not None:
-            g.node.campaign()  # the preferred replica asks first: leaders start balanced
-        if self.loop is not None:
-            self.mark_dirty(g)
-
-    def _drop_replica(self, topic: str, index: int, delete_log: bool) -> None:
-        g = self.groups.pop(group_id_of(topic, index), None)
-        if g is not None:
-            g.close()
-        self.host.replicas.remove(topic, index)
-        if delete_log:
-            self.host.log_manager.delete(topic, index)
-
-    def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
-        # Report a new leadership to the metadata leader at once, not at the next heartbeat:
-        # brokers hosting no replica of it learn leaders from the heartbeat answers.
-        self._heartbeat_now.set()
-        self.host.on_partition_leader(partition.topic, partition.index, leader)
-
     # ================================================================== proposals
     def _spawn(self, coro) -> None:
         task = self.loop.create_task(coro)
@@ -564,211 +485,6 @@ class ClusterManager:
         finally:
             if self._proposals.get(offset, (None, None))[1] is fut:
                 del self._proposals[offset]
-
-    async def _admin_local(self, action: str, args: dict, timeout_s: float = ADMIN_TIMEOUT_MS / 1000) -> dict:
-        """Metadata leader: validate ``action`` against the current image, propose, wait at most
-        ``timeout_s`` seconds for the commit. ``{"retry": True}`` when not the leader; a
-        deadline already passed proposes nothing (Kafka's controller expires the event)."""
-        if not self.meta.node.is_leader:
-            return {"retry": True}
-        if timeout_s <= 0:
-            return {"error": ErrorCode.REQUEST_TIMED_OUT, "message": "the request's timeout passed before it ran"}
-        img = self.image
-        reply = None
-        try:
-            if action == "init":
-                rec = {"type": "init", "cluster_id": str(args["cluster_id"])}
-            elif action == "register_broker":
-                rec = {"type": "register_broker", "node_id": int(args["node_id"]), "host": str(args["host"]),
-                       "port": int(args["port"]), "endpoints": endpoints_to_json(
-                           endpoints_from_json(args.get("endpoints")))}
-            elif action == "create_topic":
-                rec = self._create_topic_record(args)
-            elif action == "delete_topic":
-                if args["name"] not in img.topics:
-                    raise KafkaError(f"unknown topic {args['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                rec = {"type": "delete_topic", "name": args["name"]}
-            elif action == "create_partitions":
-                info = img.topics.get(args["name"])
-                if info is None:
-                    raise KafkaError(f"unknown topic {args['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                count = int(args["count"])
-                if count <= info.num_partitions:
-                    raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
-                                     ErrorCode.INVALID_PARTITIONS)
-                rf = len(info.assignments[0]) if info.assignments else 1
-                if args.get("assignments") is not None:  # CreatePartitions manual assignment
-                    new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,
-                                                       img.brokers, self._live_ids())
-                else:
-                    new = assign_replicas(self._live_ids(), count - info.num_partitions, rf, img.partition_count())
-                rec = {"type": "create_partitions", "name": info.name, "first": info.num_partitions,
-                       "assignments": new}
-            elif action == "set_configs":
-                self.host.validate_topic_configs(dict(args["configs"]))
-                rec = {"type": "set_configs", "name": args["name"], "configs": dict(args["configs"])}
-            elif action == "producer_ids":
-                rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
-                       "count": PRODUCER_ID_BLOCK_SIZE}
-            elif action in security_records.ACTIONS:  # ACLs, SCRAM credentials: per-entry results in reply
-                rec, reply = security_records.plan(img, action, args)
-                if rec is None:
-                    return reply
-            else:
-                raise KafkaError(f"unknown admin action {action!r}", ErrorCode.INVALID_REQUEST)
-        except KafkaError as exc:
-            return {"error": exc.code, "message": str(exc)}
-        res = await self._propose_and_wait(rec, timeout_s)
-        if action == "producer_ids" and not res.get("retry") and not res.get("error"):
-            res["start"], res["count"] = rec["start"], rec["count"]
-        if reply is not None and not res.get("retry") and not res.get("error"):
-            res.update(reply)
-        return res
-
-    def _create_topic_record(self, args: dict) -> dict:
-        from litemq.cluster.metadata import validate_topic_name
-
-        name = args["name"]
-        validate_topic_name(name)
-        if name in self.image.topics:
-            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-        n = int(args["num_partitions"])
-        if n == -1:
-            n = self.config.num_partitions
-        if not 1 <= n <= limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                             ErrorCode.INVALID_PARTITIONS)
-        rf = int(args["replication_factor"])
-        if rf == -1:
-            rf = min(self.config.default_replication_factor, len(self._live_ids()))
-        elif args.get("internal"):
-            # __consumer_offsets/__transaction_state ask for their configured factor (3); fewer
-            # brokers give fewer replicas. Decided here, where the live brokers are known, not by
-            # the asking broker (which, while the cluster starts, may know of none but itself).
-            rf = min(rf, len(self._live_ids()))
-        configs = dict(args.get("configs") or {})
-        self.host.validate_topic_configs(configs)
-        if args.get("assignments"):  # CreateTopics manual assignment: [[partition_index, [broker ids]], ...]
-            assignments = manual_topic_assignments([(int(i), ids) for i, ids in args["assignments"]],
-                                                   self.image.brokers, self._live_ids())
-        else:
-            assignments = assign_replicas(self._live_ids(), n, rf, self.image.partition_count())
-        return {"type": "create_topic", "name": name, "topic_id": str(uuid.uuid4()), "configs": configs,
-                "internal": bool(args.get("internal", False)), "assignments": assignments}
-
-    async def admin(self, action: str, timeout_s: float | None = None, **args) -> dict:
-        """Run a metadata change through the metadata leader, wherever it is, and wait until
-        this broker has applied it; every wait is bounded by ``timeout_s`` seconds in total
-        (None: ``ADMIN_TIMEOUT_MS``).
-
-        While no metadata leader is known (a cluster still starting, an election) it waits for
-        one; when the leader changes or loses its leadership mid-change it asks the new one
-        (KIP-590 forwarding: the broker, not the client, retries).
-
-        Raises:
-            KafkaError: the change's error (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...)
-                or REQUEST_TIMED_OUT when no metadata leader committed it within ``timeout_s``
-                (at once, proposing nothing, when ``timeout_s`` <= 0, as Kafka's controller
-                expires a request whose deadline passed).
-        """
-        if timeout_s is None:
-            timeout_s = ADMIN_TIMEOUT_MS / 1000
-        deadline = self.loop.time() + timeout_s
-        while True:
-            remaining = deadline - self.loop.time()
-            leader = self.meta.node.leader_id
-            if remaining <= 0:
-                why = "no metadata leader is known" if leader is None else f"metadata leader {leader} did not commit it"
-                raise KafkaError(f"{action} timed out after {timeout_s:.1f}s: {why}", ErrorCode.REQUEST_TIMED_OUT)
-            if leader is None:
-                await self._wait_leader_change(remaining)
-                continue
-            if leader == self.node_id:
-                res = await self._admin_local(action, args, remaining)
-            else:
-                req = {"op": "admin", "action": action, "args": args, "timeout_ms": int(remaining * 1000)}
-                try:
-                    res = await self.transport.rpc(leader, req, remaining)
-                except (ConnectionError, asyncio.TimeoutError):
-                    res = {"retry": True}
-            if res.get("retry"):
-                # A leader that is not connected yet or just lost its leadership: ask again
-                # soon, or at once when the known leader changes.
-                await self._wait_leader_change(min(limits.ADMIN_RETRY_BACKOFF_MS / 1000, remaining))
-                continue
-            if res.get("offset") is not None:
-                await self.wait_applied(int(res["offset"]), max(0.0, deadline - self.loop.time()))
-            if res.get("error"):
-                raise KafkaError(res.get("message") or ErrorCode(res["error"]).name, res["error"])
-            return res
-
-    async def _wait_leader_change(self, timeout_s: float) -> None:
-        """Until the metadata group's role or known leader changes, at most ``timeout_s`` s."""
-        fut = self.loop.create_future()
-        self._leader_waiters.append(fut)
-        try:
-            await asyncio.wait_for(fut, max(timeout_s, 0.0))
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            if not fut.done():
-                fut.cancel()
-            if fut in self._leader_waiters:
-                self._leader_waiters.remove(fut)
-
-    def auto_create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                    configs: dict | None = None, internal: bool = False) -> None:
-        """Start creating ``name`` in the background (Metadata auto-create, ``__consumer_offsets``);
-        at most one creation of a name runs at a time (clients retry Metadata every few ms while
-        a cluster starts)."""
-        if name in self._auto_creating:
-            return
-        self._auto_creating.add(name)
-
-        async def run():
-            try:
-                await self.admin("create_topic", name=name, num_partitions=num_partitions,
-                                 replication_factor=replication_factor, configs=configs or {}, internal=internal)
-            except KafkaError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.info("auto-creating %s failed: %s", name, exc)
-            finally:
-                self._auto_creating.discard(name)
-        self._spawn(run())
-
-    async def allocate_producer_id(self) -> int:
-        """A producer id from this broker's block; a new block of ``PRODUCER_ID_BLOCK_SIZE``
-        comes from the metadata log, one request at a time however many callers wait for it.
-
-        Raises:
-            KafkaError(COORDINATOR_LOAD_IN_PROGRESS): no block within
-                ``limits.PRODUCER_ID_BLOCK_WAIT_MS`` (no metadata leader yet); the block request
-                goes on, and the client retries (Kafka 3.5+ ``RPCProducerIdManager`` answers so
-                at once while its next block is on the way).
-        """
-        deadline = self.loop.time() + limits.PRODUCER_ID_BLOCK_WAIT_MS / 1000
-        while self._pid_next >= self._pid_end:
-            remaining = deadline - self.loop.time()
-            if remaining <= 0:
-                raise KafkaError("no producer id block yet (the metadata leader has not answered)",
-                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            if self._pid_fetch is None or self._pid_fetch.done():
-                self._pid_fetch = self.loop.create_task(self._fetch_producer_id_block())
-                self._pid_fetch.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved
-            try:
-                await asyncio.wait_for(asyncio.shield(self._pid_fetch), remaining)
-            except asyncio.TimeoutError:
-                pass
-            except KafkaError as exc:
-                log.info("producer id block request failed: %s", exc)
-                await asyncio.sleep(min(limits.ADMIN_RETRY_BACKOFF_MS / 1000, max(0.0, remaining)))
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
-
-    async def _fetch_producer_id_block(self) -> None:
-        res = await self.admin("producer_ids", node_id=self.node_id)
-        self._pid_next, self._pid_end = int(res["start"]), int(res["start"]) + int(res["count"])
 
     # ================================================================== liveness
     def _live_ids(self) -> list[int]:
@@ -894,6 +610,12 @@ class ClusterManager:
         if leader != self.node_id and leader not in self.live_brokers:
             return -1, -1
         return leader, epoch
+
+    @property
+    def metrics(self) -> "RaftObserver | None":
+        """Where the Raft groups report fsync times and role changes: the host's metrics (None
+        before the broker created them)."""
+        return getattr(self.host, "metrics", None)
 
     def metadata_leader(self) -> int:
         leader = self.meta.node.leader_id if self.meta is not None else None

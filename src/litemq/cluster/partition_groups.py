@@ -1,0 +1,99 @@
+"""The partition group registry of the replicated cluster: one Raft group per hosted replica
+(voters = the replica assignment), opened and closed as the metadata image changes, each with
+its :class:`~litemq.cluster.partition.ReplicatedPartition` in the broker's replica registry;
+leadership changes reported to the broker; preferred-leader balance.
+
+:class:`PartitionGroupRegistry` is one part of :class:`~litemq.cluster.manager.ClusterManager`;
+it uses the manager's ``groups``, ``image``, ``host``, ``transport``, ``loop``,
+``live_brokers``, ``mark_dirty`` and ``_heartbeat_now``. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litemq.cluster.group import RaftGroup
+from litemq.cluster.partition import ReplicatedPartition
+
+log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as before the split
+
+META_GROUP = "__cluster_metadata"
+LEADER_BALANCE_MAX_LAG_OFFSETS = 10_000
+"""A preferred replica at most this far behind may take leadership back (it catches up first)."""
+
+
+def group_id_of(topic: str, index: int) -> str:
+    return f"{topic}-{index}"
+
+
+class PartitionGroupRegistry:
+    """The Raft groups of the replicas this broker hosts (see the module docstring)."""
+
+    def _balance_leaders(self) -> None:
+        for gid, g in self.groups.items():
+            if gid == META_GROUP or not g.node.is_leader or g.node.transferee is not None:
+                continue
+            p = self.host.replicas.partitions.get(getattr(g, "tp", None))
+            if p is None or not p.replicas or p.replicas[0] == self.node_id:
+                continue
+            preferred = p.replicas[0]
+            if preferred not in self.live_brokers or not self.transport.connected(preferred):
+                continue
+            # Close enough: the transfer itself brings it up to date before TimeoutNow (and gives
+            # up after an election timeout), so under steady load it still happens.
+            if g.node.match_offsets().get(preferred, -1) >= g.node.last_offset - LEADER_BALANCE_MAX_LAG_OFFSETS:
+                log.info("%s: handing leadership back to preferred replica %d", gid, preferred)
+                g.node.transfer_leadership(preferred)
+                self.mark_dirty(g)
+
+    def _reconcile_replicas(self, changed_topics=()) -> None:
+        """Open a Raft group for every partition assigned to this broker; apply config changes."""
+        host = self.host
+        for info in self.image.topics.values():
+            cfg = None
+            for index, replicas in enumerate(info.assignments):
+                if self.node_id not in replicas:
+                    continue
+                if group_id_of(info.name, index) not in self.groups:
+                    self._open_replica(info, index, replicas)
+                elif info.name in changed_topics:
+                    cfg = cfg or host.log_config_for(info)
+                    p = host.replicas.get(info.name, index)
+                    if p is not None:
+                        p.log.update_config(cfg)
+
+    def _open_replica(self, info, index: int, replicas: list[int]) -> None:
+        host = self.host
+        cfg = host.log_config_for(info)
+        plog = self._loaded_logs.pop((info.name, index), None) or host.log_manager.get(info.name, index)
+        if plog is None:
+            plog = host.log_manager.create(info.name, index, cfg)
+        else:
+            plog.update_config(cfg)
+        p = ReplicatedPartition(info.name, index, plog, host.replicas, replicas)
+        gid = group_id_of(info.name, index)
+        g = RaftGroup(self, gid, plog, replicas, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
+        g.tp = (info.name, index)
+        p.attach(g, on_leader=self._on_partition_leader)
+        host.replicas.partitions[(info.name, index)] = p
+        self.groups[gid] = g
+        fresh = plog.log_end_offset == 0 and g.node.term == 0
+        if fresh and replicas[0] == self.node_id and self.loop is not None:
+            g.node.campaign()  # the preferred replica asks first: leaders start balanced
+        if self.loop is not None:
+            self.mark_dirty(g)
+
+    def _drop_replica(self, topic: str, index: int, delete_log: bool) -> None:
+        g = self.groups.pop(group_id_of(topic, index), None)
+        if g is not None:
+            g.close()
+        self.host.replicas.remove(topic, index)
+        if delete_log:
+            self.host.log_manager.delete(topic, index)
+
+    def _on_partition_leader(self, partition: ReplicatedPartition, leader: bool) -> None:
+        # Report a new leadership to the metadata leader at once, not at the next heartbeat:
+        # brokers hosting no replica of it learn leaders from the heartbeat answers.
+        self._heartbeat_now.set()
+        self.host.on_partition_leader(partition.topic, partition.index, leader)
+
