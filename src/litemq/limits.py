@@ -107,14 +107,14 @@ ADMIN_RETRY_BACKOFF_MS = 100
 """A metadata change forwarded to a metadata leader that is not connected yet, or that just lost
 its leadership, is asked again after this long (or as soon as the known leader changes)."""
 
-PRODUCER_ID_BLOCK_WAIT_MS = 2_000
-"""InitProducerId waits at most this long for a new producer-id block from the metadata leader
-(a cluster still electing one), then answers COORDINATOR_LOAD_IN_PROGRESS and the client retries."""
-
 METADATA_LEADER_REFRESH_WAIT_MS = 500
 """A Metadata request that would report a partition without a leader first asks the metadata
 leader for the current leaders (an out-of-turn heartbeat) and waits this long at most for the
 answer (a partition whose leader is really down is then reported LEADER_NOT_AVAILABLE)."""
+
+PRODUCER_ID_BLOCK_WAIT_MS = 2_000
+"""InitProducerId waits at most this long for a new producer-id block from the metadata leader
+(a cluster still electing one), then answers COORDINATOR_LOAD_IN_PROGRESS and the client retries."""
 
 MAX_TRANSACTIONAL_IDS = 100_000
 """Transactional ids one transaction coordinator keeps in memory; InitProducerId of a new id

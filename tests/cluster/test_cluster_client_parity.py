@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from litemq.testing.cluster import LocalCluster
+from litemq.testing.cluster import LocalCluster, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -72,3 +72,55 @@ def test_invalid_topic_name_fails_messages_at_once(cluster):
     assert p.flush(30) == 0
     assert time.monotonic() - started < 10  # failed by the broker's answer, not by the client timeout
     assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION] * 4
+
+
+def _replica_log_starts(cluster, topic: str) -> dict[int, int]:
+    out = {}
+    for node, st in cluster.statuses().items():
+        for p in st["partitions"]:
+            if p["topic"] == topic and p["partition"] == 0:
+                out[node] = p["log_start_offset"]
+    return out
+
+
+def test_followers_take_the_leaders_log_start_offset(cluster):
+    """DeleteRecords runs on the leader; every replica's log start follows it, even while the
+    partition is idle (its group quiet), so a new leader answers the same ``earliest``."""
+    topic = "deleted-prefix"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=15)[topic].result(30)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(100):
+        p.produce(topic, value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    _, high = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "x"}).get_watermark_offsets(
+        TopicPartition(topic, 0), timeout=10)
+    wait_for(lambda: all(st == 0 for st in _replica_log_starts(cluster, topic).values())
+             and len(_replica_log_starts(cluster, topic)) == 3, 15, "three replicas")
+    time.sleep(1.0)  # let the group go quiet: nothing but the log start change may wake it
+    target = high - 40
+    res = admin.delete_records([TopicPartition(topic, 0, target)])
+    assert res[TopicPartition(topic, 0, target)].result(30).low_watermark == target
+    wait_for(lambda: _replica_log_starts(cluster, topic) == {1: target, 2: target, 3: target}, 15,
+             lambda: f"replica log starts {_replica_log_starts(cluster, topic)}, want {target} everywhere")
+
+    leader = cluster.leader_of(topic, 0)
+    cluster.kill(leader)
+    try:
+        cluster.wait_leaders(topic, 1, exclude=[leader])
+        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "x"})
+        try:
+            low = wait_for(lambda: _low_watermark(c, topic), 30, "earliest from the new leader")
+        finally:
+            c.close()
+        assert low == target
+    finally:
+        cluster.restart(leader)
+
+
+def _low_watermark(c: Consumer, topic: str) -> int | None:
+    try:
+        low, _ = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)
+    except Exception:
+        return None
+    return low

@@ -246,7 +246,7 @@ class BrokerRuntime:
         now_ms = int(time.time() * 1000)
         for p in list(self.replicas.partitions.values()):
             cfg = p.log.config
-            if cfg.delete:
+            if cfg.delete and p.is_leader:  # a follower's log start follows its leader's
                 deleted = await self.loop.run_in_executor(self.executor, p.log.enforce_retention, now_ms)
                 if deleted:
                     log.info("retention deleted %d segment(s) of %s-%d; log start offset %d",
@@ -360,6 +360,7 @@ class BrokerRuntime:
         default) and raising REQUEST_TIMED_OUT after it (the same for the two methods below)."""
         if self.cluster is None:
             return self.create_topic(name, num_partitions, replication_factor, configs, internal, assignments)
+        deadline = self.loop.time() + (timeout_s if timeout_s is not None else self.config.request_timeout_ms / 1000)
         await self.cluster.admin("create_topic", timeout_s=timeout_s, name=name, num_partitions=num_partitions,
                                  replication_factor=replication_factor, configs=configs, internal=internal,
                                  assignments=[[i, list(ids)] for i, ids in assignments] if assignments else None)
@@ -447,6 +448,7 @@ class BrokerRuntime:
         """Auto-create ``name`` if ``auto.create.topics.enable``; None when not allowed."""
         if not self.config.auto_create_topics_enable:
             return None
+        validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION now, as Kafka's auto-creation answers
         if self.cluster is not None:
             self.cluster.auto_create(name)  # in the background; Kafka answers LEADER_NOT_AVAILABLE meanwhile
             return None
@@ -465,7 +467,6 @@ class BrokerRuntime:
         """Node ids of the cluster's registered brokers (live or not); ``[node_id]`` alone."""
         if self.cluster is not None:
             return sorted(self.metadata.brokers)
-        validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION now, as Kafka's auto-creation answers
         return [self.config.node_id]
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, int]:

@@ -22,7 +22,7 @@ Frame (every frame on the connection)::
 Bodies::
 
     ==================== ===================================================================
-    FRAME_HELLO          u8 wire version (1), i32 node id (-1: a tool such as the CLI),
+    FRAME_HELLO          u8 wire version (2), i32 node id (-1: a tool such as the CLI),
                          u16 length + UTF-8 cluster id ("" from a tool)
     FRAME_RAFT           u32 message count, then per message: u16 length + UTF-8 group id,
                          then the message (below)
@@ -36,10 +36,11 @@ in declaration order::
     ==================== ===================================================================
     VoteRequest          i64 last_offset, i64 last_term, u8 pre_vote, u8 transfer
     VoteResponse         u8 granted, u8 pre_vote
-    Append               i64 prev_offset, i64 prev_term, entries, i64 commit_index
+    Append               i64 prev_offset, i64 prev_term, entries, i64 commit_index,
+                         i64 log_start_offset
     AppendResponse       u8 success, i64 match_offset, i64 reject_offset, i64 hint_offset,
                          i64 hint_term
-    Heartbeat            i64 commit_index
+    Heartbeat            i64 commit_index, i64 log_start_offset
     HeartbeatResponse    (nothing)
     InstallSnapshot      snapshot
     TimeoutNow           (nothing)
@@ -104,7 +105,7 @@ __all__ = [
 
 FRAME_HELLO, FRAME_RAFT, FRAME_RPC_REQUEST, FRAME_RPC_RESPONSE = 1, 2, 3, 4
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 """Version byte of FRAME_HELLO; a peer speaking another version is refused."""
 
 
@@ -117,6 +118,7 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I64x2 = struct.Struct(">qq")
 _HELLO = struct.Struct(">Bi")
 _MSG_HEADER = struct.Struct(">Biiq")  # type, src, dst, term
 _VOTE = struct.Struct(">qqBB")
@@ -372,7 +374,7 @@ def _encode_message(out: _Parts, m) -> None:
     t = type(m)
     out.buf += _MSG_HEADER.pack(t.type, m.src, m.dst, m.term)
     if t is Heartbeat:
-        out.buf += _I64.pack(m.commit_index)
+        out.buf += _I64x2.pack(m.commit_index, m.log_start_offset)
     elif t is AppendResponse:
         out.buf += _APPEND_RESPONSE.pack(
             bool(m.success), m.match_offset, m.reject_offset, m.hint_offset, m.hint_term
@@ -380,7 +382,7 @@ def _encode_message(out: _Parts, m) -> None:
     elif t is Append:
         out.buf += _APPEND_HEAD.pack(m.prev_offset, m.prev_term, len(m.entries))
         _encode_entries(out, m.entries)
-        out.buf += _I64.pack(m.commit_index)
+        out.buf += _I64x2.pack(m.commit_index, m.log_start_offset)
     elif t is VoteRequest:
         out.buf += _VOTE.pack(m.last_offset, m.last_term, bool(m.pre_vote), bool(m.transfer))
     elif t is VoteResponse:
@@ -488,15 +490,15 @@ def _decode_snapshot(r: _Reader) -> Snapshot:
 def _decode_message(r: _Reader, budget: list[int]):
     mtype, src, dst, term = r.unpack(_MSG_HEADER, "message header")
     if mtype == MessageType.HEARTBEAT:
-        (commit,) = r.unpack(_I64, "heartbeat")
-        return Heartbeat(src, dst, term, commit)
+        commit, log_start = r.unpack(_I64x2, "heartbeat")
+        return Heartbeat(src, dst, term, commit, log_start)
     if mtype == MessageType.HEARTBEAT_RESPONSE:
         return HeartbeatResponse(src, dst, term)
     if mtype == MessageType.APPEND:
         prev_offset, prev_term, n = r.unpack(_APPEND_HEAD, "append")
         entries = _decode_entries(r, n, budget)
-        (commit,) = r.unpack(_I64, "commit index")
-        return Append(src, dst, term, prev_offset, prev_term, entries, commit)
+        commit, log_start = r.unpack(_I64x2, "commit index and log start offset")
+        return Append(src, dst, term, prev_offset, prev_term, entries, commit, log_start)
     if mtype == MessageType.APPEND_RESPONSE:
         success, match, reject, hint_offset, hint_term = r.unpack(_APPEND_RESPONSE, "append response")
         success = _bool(success, "success")

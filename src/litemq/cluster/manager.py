@@ -241,8 +241,22 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             for g in list(self.groups.values()):
                 if not g.closed and self._should_tick(g):
                     g.node.tick()
+                    if self._first_campaign_lost(g):
+                        g.node.campaign()
                     self.mark_dirty(g)
             self.transport.keepalive()
+
+    def _first_campaign_lost(self, g: RaftGroup) -> bool:
+        """A new partition's preferred replica still pre-candidate in term 0: its first
+        pre-vote went to replicas that had not created the group yet (they drop messages for
+        unknown groups), so it asks again every tick instead of after an election timeout,
+        before another replica's timer fires and a leader change follows at the next balance.
+        A pre-vote changes no term, so asking again costs nothing."""
+        tp = getattr(g, "tp", None)
+        if tp is None or g.node.term != 0 or g.node.role is not Role.PRE_CANDIDATE:
+            return False
+        p = self.host.replicas.get(*tp)
+        return p is not None and bool(p.replicas) and p.replicas[0] == self.node_id
 
     def on_peer_connected(self, peer_id: int) -> None:
         """A broker-to-broker link to ``peer_id`` came up (called by the transport).
@@ -547,6 +561,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             if resp and "live" in resp:
                 self.live_brokers = set(int(n) for n in resp["live"]) | {self.node_id}
                 self.leaders = {g: (int(v[0]), int(v[1])) for g, v in resp["leaders"].items()}
+            for fut in beat_waiters:
+                if not fut.done():
+                    fut.set_result(None)
             # Next beat after the interval, or at once when a metadata leader appears or changes
             # (a starting cluster registers every broker as soon as it has a leader).
             try:
@@ -554,9 +571,6 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             except asyncio.TimeoutError:
                 pass
 
-    # ================================================================== RPC
-    async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
-        op = req.get("op")
     async def refresh_leaders(self, timeout_s: float) -> None:
         """Heartbeat the metadata leader now (out of turn) and wait for its answer, which
         carries the live brokers and every partition's leader, at most ``timeout_s`` seconds.
@@ -578,6 +592,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             if not fut.done():
                 fut.cancel()
 
+    # ================================================================== RPC
+    async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
+        op = req.get("op")
         if op == "heartbeat":
             if not self.meta.node.is_leader:
                 return {"error": ErrorCode.NOT_CONTROLLER, "message": "not the metadata leader"}

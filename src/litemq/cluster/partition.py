@@ -9,6 +9,11 @@
   must not acknowledge them; idempotent producers retry and the new leader's producer state
   deduplicates what did survive (KIP-98).
 - ``leader_epoch`` is the Raft term (KIP-320 fencing in Fetch/ListOffsets/OffsetForLeaderEpoch).
+- the **log start offset** is the leader's: retention and DeleteRecords run on the leader, every
+  Append and Heartbeat carries its log start offset (Kafka's FetchResponse ``LogStartOffset``),
+  and a follower moves its own up to it, never past its commit index; so ListOffsets
+  ``earliest`` is the same on every replica. A leader whose log start moved wakes its group if
+  it was quiet, so the followers hear of it.
 """
 
 from __future__ import annotations
@@ -76,6 +81,25 @@ class ReplicatedPartition(Partition):
             raise KafkaError(f"{self.topic}-{self.index} is offline", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return self.group.leader_append(records, origin)
 
+    def _follow_leader_log_start(self) -> None:
+        """Move this follower's log start up to its leader's (bounded by the commit index and
+        the persisted log end: only records the leader has committed are dropped)."""
+        node = self.group.node
+        target = min(node.leader_log_start_offset, node.commit_index + 1, self.group.view.stable_end)
+        if target > self.log.log_start_offset:
+            self.log.delete_records_before(target)
+            self.truncate_after_delete_records()
+
+    def truncate_after_delete_records(self) -> None:
+        """After retention or DeleteRecords: keep the high watermark >= the log start and, as
+        the leader, wake a quiet group so its heartbeats carry the new log start offset."""
+        super().truncate_after_delete_records()
+        g = self.group
+        if g is not None and self.is_leader and g.quiet:
+            g.quiet = False
+            g.stable_ticks = 0
+            g.host.mark_dirty(g)
+
     def on_ready(self, rd: Ready) -> None:
         node = self.group.node
         leader_now = node.is_leader
@@ -92,6 +116,8 @@ class ReplicatedPartition(Partition):
             self._leader_start = node.log_end_offset  # after this term's no-op
             self._announced = False
         self._advance_high_watermark(rd.high_watermark)
+        if not leader_now:
+            self._follow_leader_log_start()
         if (leader_now and not self._announced and self.high_watermark >= self._leader_start
                 and self._on_leader is not None):
             self._announced = True  # everything before this term is committed: safe to load

@@ -75,6 +75,8 @@ class Raft:
 
         self.role = Role.FOLLOWER
         self.leader_id: int | None = None
+        self.leader_log_start_offset = -1
+        """Follower: the highest log start offset the current leader sent (-1: none yet)."""
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = self.config.election_timeout_ticks
@@ -104,6 +106,7 @@ class Raft:
             self.term = term
             self.voted_for = None
         self.leader_id = None
+        self.leader_log_start_offset = -1
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         t = self.config.election_timeout_ticks

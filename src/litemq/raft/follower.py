@@ -21,6 +21,8 @@ def step_follower(r: Raft, m: Message) -> None:
     if isinstance(m, (Append, Heartbeat, InstallSnapshot)):
         r.election_elapsed = 0
         r.leader_id = m.src
+        if not isinstance(m, InstallSnapshot) and m.log_start_offset > r.leader_log_start_offset:
+            r.leader_log_start_offset = m.log_start_offset
         if isinstance(m, Append):
             handle_append(r, m)
         elif isinstance(m, Heartbeat):

@@ -51,7 +51,7 @@ def tick_leader(r: Raft) -> None:
         r.heartbeat_elapsed = 0
         for v, pr in r.progress.items():
             if v != r.id:
-                r.send(Heartbeat(r.id, v, r.term, min(pr.match, r.commit_index)))
+                r.send(Heartbeat(r.id, v, r.term, min(pr.match, r.commit_index), r.raft_log.first_offset))
 
 
 def step_leader(r: Raft, m: Message) -> None:
@@ -124,7 +124,7 @@ def maybe_send_append(r: Raft, to: int, pr: Progress, send_if_empty: bool) -> No
     if prev_term is None:
         _send_snapshot(r, to, pr)
         return
-    r.send(Append(r.id, to, r.term, prev, prev_term, tuple(entries), r.commit_index))
+    r.send(Append(r.id, to, r.term, prev, prev_term, tuple(entries), r.commit_index, r.raft_log.first_offset))
     if pr.state == PROBE:
         pr.next = prev + 1
         pr.probe_sent = True

@@ -84,7 +84,9 @@ class VoteResponse:
 class Append:
     """AppendEntries (§5.3): ``entries`` follow offset ``prev_offset`` written in ``prev_term``.
     ``commit_index`` is the leader's commit index (the follower commits up to
-    ``min(commit_index, last new offset)``)."""
+    ``min(commit_index, last new offset)``). ``log_start_offset`` is the leader's log start
+    offset (-1: not sent), as Kafka's FetchResponse ``LogStartOffset``: a partition's followers
+    move theirs up to it (retention and DeleteRecords happen on the leader)."""
 
     type: ClassVar[MessageType] = MessageType.APPEND
     src: int
@@ -94,6 +96,7 @@ class Append:
     prev_term: int
     entries: tuple[Entry, ...]
     commit_index: int
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +124,15 @@ class AppendResponse:
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     """Leader liveness. ``commit_index`` is ``min(leader commit, follower's match)`` so a
-    follower never commits past what it is known to share with the leader (etcd)."""
+    follower never commits past what it is known to share with the leader (etcd).
+    ``log_start_offset``: as in :class:`Append`."""
 
     type: ClassVar[MessageType] = MessageType.HEARTBEAT
     src: int
     dst: int
     term: int
     commit_index: int
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
