@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import TYPE_CHECKING, Protocol
 
 from litemq import limits
 from litemq.cluster.codec import (
@@ -48,7 +49,33 @@ from litemq.cluster.codec import (
 )
 
 if TYPE_CHECKING:
-    from litemq.cluster.manager import ClusterManager
+    from litemq.config import BrokerConfig
+    from litemq.raft.messages import Message
+
+
+class TransportOwner(Protocol):
+    """What the transport delivers to and reads from its owner (the
+    :class:`~litemq.cluster.manager.ClusterManager`): a Protocol here, so this module does not
+    import the manager, which imports it.
+
+    Attributes:
+        node_id: this broker's id; voters: the metadata voter ids (peers that may connect);
+        loop: the running event loop; config: the broker config (TLS of the RPC port).
+    """
+
+    node_id: int
+    voters: Container[int]
+    loop: asyncio.AbstractEventLoop
+    config: "BrokerConfig"
+
+    def on_raft(self, peer_id: int, items: "list[tuple[str, Message]]") -> None:
+        """Raft messages from ``peer_id``: (group id, message) pairs, in arrival order."""
+
+    async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
+        """Answer one RPC request from ``peer_id`` (exceptions become an error answer)."""
+
+    def on_peer_connected(self, peer_id: int) -> None:
+        """A link to ``peer_id`` is up (either side dialled)."""
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +181,7 @@ class PeerLink(asyncio.Protocol):
 class Transport:
     """All connections of one broker to its peers, plus the RPC listener."""
 
-    def __init__(self, manager: "ClusterManager", listen_host: str, listen_port: int,
+    def __init__(self, manager: TransportOwner, listen_host: str, listen_port: int,
                  peers: dict[int, tuple[str, int]]) -> None:
         self.manager = manager
         self.node_id = manager.node_id
