@@ -42,6 +42,8 @@ class Broker:
     Raises:
         OSError: the port is taken. RuntimeError: the broker failed to start (the cause chained).
         ValueError: a bad setting (named in the message).
+        litemq.storage.dir_lock.DataDirInUseError (an OSError): another broker, in this process
+            or another, has ``data_dir`` open (its ``.lock``); the message names its pid.
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1",
@@ -104,8 +106,8 @@ class Broker:
 
         ready = threading.Event()
         error: list[BaseException] = []
+        self.runtime = BrokerRuntime(self.config)  # locks the data dir (DataDirInUseError)
         self._loop = asyncio.new_event_loop()
-        self.runtime = BrokerRuntime(self.config)
 
         def run() -> None:
             asyncio.set_event_loop(self._loop)
@@ -122,6 +124,8 @@ class Broker:
         self._thread.start()
         ready.wait()
         if error:
+            self._thread.join()
+            self.runtime.log_manager.close_all()  # the data dir is free again
             raise RuntimeError(f"LiteMQ broker failed to start: {error[0]}") from error[0]
         return self
 

@@ -33,3 +33,30 @@ def test_manager_roundtrip(tmp_path):
     assert not (tmp_path / "x-7").exists()
     assert mgr.get("x", 7) is None
     mgr.close_all()
+
+
+def test_data_dir_is_locked_while_a_manager_has_it(tmp_path):
+    """One broker per data dir (Kafka's ``.lock``): a second LogManager - here in the same
+    process, as two embedded brokers would be - is refused naming the directory and the
+    holder's pid until the first one closes."""
+    import os
+
+    import pytest
+
+    from litemq.storage.dir_lock import DataDirInUseError
+
+    data = tmp_path / "data"
+    first = LogManager(data, LogConfig())  # creates the directory
+    first.create("t", 0).append(batch(1), leader_epoch=0)
+    assert (data / ".lock").read_text() == f"{os.getpid()}\n"
+    with pytest.raises(DataDirInUseError) as info:
+        LogManager(data, LogConfig())
+    assert str(info.value) == f"data dir {data} is in use by another broker (pid {os.getpid()} holds {data}/.lock)"
+    assert isinstance(info.value, OSError)
+    first.close_all()
+    assert (data / ".lock").read_text() == ""
+    second = LogManager(data, LogConfig())
+    assert set(second.load_all()) == {("t", 0)}  # .lock is no partition directory
+    assert second.get("t", 0).log_end_offset == 1
+    second.close_all()
+    second.close_all()  # idempotent

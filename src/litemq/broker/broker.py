@@ -70,30 +70,36 @@ class BrokerRuntime:
         self._advertised = config.advertised_endpoints()  # parsed once: Metadata asks on every request
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="litemq-io")
-        self.cluster = None
-        if config.clustered:
-            from litemq.cluster.manager import ClusterManager
-
-            self.cluster = ClusterManager(self)
-            self._local_metadata = None
-        else:
-            self._local_metadata = ClusterMetadata(config.data_dir)
-        self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
         self.default_log_config = LogConfig.from_kafka_configs(
             {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
+        # One broker per data dir: DATA_DIR/.lock is taken before anything in it is read
+        # (DataDirInUseError naming the holder's pid); stop() releases it, as does a failure below.
         self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
-        self.replicas: ReplicaManager | None = None
-        self.connections: set[Connection] = set()
-        self.handlers: dict[int, Callable[..., Any]] = {}
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self.coordinator = None
-        self.txn_coordinator = None
-        self._servers: list[asyncio.base_events.Server] = []
-        self._tasks: set[asyncio.Task] = set()
-        self.started_ms = int(time.time() * 1000)
-        self.port = self.listeners[0].port
-        self.metrics = BrokerMetrics(self)
-        self.http = HttpServer(self)  # /metrics, console, REST API (http.listen); ValueError if malformed
+        try:
+            self.cluster = None
+            if config.clustered:
+                from litemq.cluster.manager import ClusterManager
+
+                self.cluster = ClusterManager(self)
+                self._local_metadata = None
+            else:
+                self._local_metadata = ClusterMetadata(config.data_dir)
+            self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
+            self.replicas: ReplicaManager | None = None
+            self.connections: set[Connection] = set()
+            self.handlers: dict[int, Callable[..., Any]] = {}
+            self.api_versions: dict[int, tuple[int, int]] = {}
+            self.coordinator = None
+            self.txn_coordinator = None
+            self._servers: list[asyncio.base_events.Server] = []
+            self._tasks: set[asyncio.Task] = set()
+            self.started_ms = int(time.time() * 1000)
+            self.port = self.listeners[0].port
+            self.metrics = BrokerMetrics(self)
+            self.http = HttpServer(self)  # /metrics, console, REST API (http.listen); ValueError if malformed
+        except BaseException:
+            self.log_manager.close_all()
+            raise
 
     @property
     def metadata(self):

@@ -3,6 +3,10 @@
 Directory names are ``<topic>-<partition>``; topic names may contain ``-`` and ``.``, so the
 name is split at the *last* ``-``. Directories that do not parse (or end in ``-delete`` /
 ``-stray`` as Kafka's do) are skipped with a warning. Thread-safe: one lock around the map.
+
+The manager owns the data directory: it takes its exclusive lock (``DATA_DIR/.lock``,
+:mod:`litemq.storage.dir_lock`) when created, before anything in it is read, and releases it in
+:meth:`LogManager.close_all` (Kafka ``LogManager.lockLogDirs``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import threading
 from pathlib import Path
 
 from litemq.storage.config import LogConfig
+from litemq.storage.dir_lock import DataDirLock
 from litemq.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -34,13 +39,22 @@ METADATA_DIR_NAME = "__cluster_metadata"
 
 
 class LogManager:
-    """Opens, creates and deletes the :class:`PartitionLog`\\ s under ``data_dir``."""
+    """Opens, creates and deletes the :class:`PartitionLog`\\ s under ``data_dir``.
+
+    Creating one creates ``data_dir`` if needed and locks it for this manager's lifetime.
+
+    Raises:
+        DataDirInUseError: another broker (process, or manager of this process) holds
+            ``data_dir/.lock``; the message names the directory and the holder's pid.
+        OSError: ``data_dir`` cannot be created or locked.
+    """
 
     def __init__(self, data_dir: Path, default_config: LogConfig | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config or LogConfig()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
+        self.dir_lock = DataDirLock.acquire(self.data_dir)
 
     def load_all(self, configs: dict[str, LogConfig] | None = None) -> dict[tuple[str, int], PartitionLog]:
         """Open every partition directory (``configs`` maps topic -> its config, default
@@ -98,11 +112,15 @@ class LogManager:
             plog.flush()
 
     def close_all(self) -> None:
-        """Close every log (flush, checkpoints, clean-shutdown markers)."""
+        """Close every log (flush, checkpoints, clean-shutdown markers), then release the data
+        dir's lock (idempotent)."""
         with self._lock:
             logs, self._logs = list(self._logs.values()), {}
-        for plog in logs:
-            try:
-                plog.close()
-            except Exception:
-                log.exception("error closing %s", plog)
+        try:
+            for plog in logs:
+                try:
+                    plog.close()
+                except Exception:
+                    log.exception("error closing %s", plog)
+        finally:
+            self.dir_lock.release()
