@@ -16,7 +16,7 @@ from litemq.security.acl_operations import (AUTHORIZED_OPERATIONS_OMITTED, AclOp
 from litemq.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
-    from litemq.broker.server import RequestContext
+    from litemq.broker.context import RequestContext
 
 CLUSTER_RESOURCE_NAME = "kafka-cluster"
 """The one CLUSTER resource's name in ACLs (Kafka ``Resource.CLUSTER_NAME``)."""

@@ -1,19 +1,52 @@
 """The broker's side of :class:`litemq.coordinator.host.CoordinatorHost`: what the group and
 transaction coordinators may use of a :class:`~litemq.broker.broker.BrokerRuntime`, and nothing
-more (the coordinators never see the runtime itself).
+more (the coordinators never see the runtime itself). What this module itself uses of the runtime
+is :class:`CoordinatorRuntime`, declared here so it does not import ``broker.py``, which imports it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.cluster.manager import ClusterManager
+    from litemq.config import BrokerConfig
     from litemq.coordinator.host import TopicPartitions
-    from litemq.replica import Partition
+    from litemq.replica import Partition, ReplicaManager
+
+
+class CoordinatorRuntime(Protocol):
+    """What :class:`BrokerCoordinatorHost` uses of the broker runtime
+    (:class:`~litemq.broker.broker.BrokerRuntime` satisfies it structurally)."""
+
+    config: BrokerConfig
+    loop: asyncio.AbstractEventLoop | None
+    cluster: ClusterManager | None
+    """The replicated cluster's manager; None on a single broker."""
+    replicas: ReplicaManager | None
+    coordinator: Any
+    """The group coordinator (``complete_txn(index, producer_id, commit)``), None until started."""
+
+    @property
+    def metadata(self) -> Any:
+        """Topics by name (``metadata.topics``): ClusterMetadata, or the cluster's MetadataImage."""
+
+    def live_broker_count(self) -> int:
+        """Brokers alive now (1 on a single broker)."""
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str], internal: bool = False) -> TopicPartitions:
+        """Create a topic on a single broker; KafkaError TOPIC_ALREADY_EXISTS if it exists."""
+
+    async def allocate_producer_id(self) -> int:
+        """A new producer id (from the metadata leader's block in a cluster)."""
+
+    async def verify_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 topic: str, index: int) -> int:
+        """KIP-890 part 1 verification of a transactional write; an error code (0 = NONE)."""
 
 
 class BrokerCoordinatorHost:
@@ -22,7 +55,7 @@ class BrokerCoordinatorHost:
 
     __slots__ = ("_runtime", "config")
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
         self._runtime = runtime
         self.config = runtime.config
 

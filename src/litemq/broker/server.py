@@ -28,9 +28,10 @@ import ssl
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
 
 from litemq import limits
+from litemq.broker.context import RequestContext
 from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError
@@ -40,7 +41,39 @@ from litemq.security.principal import ANONYMOUS, KafkaPrincipal
 from litemq.security.tls import principal_of
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.config import BrokerConfig
+    from litemq.metrics import BrokerMetrics
+
+
+class ServerRuntime(Protocol):
+    """What a :class:`Connection` uses of the broker runtime
+    (:class:`~litemq.broker.broker.BrokerRuntime`, which satisfies it structurally). Declared here
+    so this module does not import ``broker.py``, which imports it."""
+
+    config: BrokerConfig
+    """The broker's settings (the SASL session of a new connection reads its mechanisms)."""
+    loop: asyncio.AbstractEventLoop | None
+    """The event loop the broker runs on (set by ``start()``)."""
+    connections: set[Connection]
+    """Open client connections; each connection adds itself when made and discards itself when lost."""
+    handlers: dict[int, Callable[..., Any]]
+    """api_key -> handler(ctx, request) returning a body, a coroutine producing one, or None (acks=0)."""
+    metrics: BrokerMetrics
+    """Request metrics: ``on_response(api_key, version, started)`` per answered request."""
+
+    @property
+    def metadata(self) -> Any:
+        """The cluster metadata (SCRAM credentials for SASL/SCRAM connections)."""
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        """Run ``coro`` as a task the runtime keeps a reference to (and cancels on stop)."""
+
+    def supports(self, api_key: int, version: int) -> bool:
+        """True when ``api_key`` is served at ``version``."""
+
+    def api_versions_body(self, error_unsupported: bool = False) -> dict:
+        """The ApiVersions response body (UNSUPPORTED_VERSION when ``error_unsupported``)."""
+
 
 log = logging.getLogger(__name__)
 
@@ -49,25 +82,6 @@ _SENDFILE_MIN_BYTES = 64 * 1024
 _TLS_CHUNK_BYTES = 256 * 1024
 """File regions go through a TLS transport in reads of this size."""
 """File regions smaller than this are read with pread and written like bytes (cheaper)."""
-
-
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    __slots__ = ("header", "connection", "runtime")
-
-    def __init__(self, header: frames.RequestHeader, connection: "Connection", runtime: "BrokerRuntime") -> None:
-        self.header = header
-        self.connection = connection
-        self.runtime = runtime
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.client_id
 
 
 class _Slot:
@@ -96,7 +110,7 @@ class Connection(asyncio.Protocol):
         principal: who the connection is (``User:ANONYMOUS`` until TLS or SASL says otherwise).
     """
 
-    def __init__(self, runtime: "BrokerRuntime", listener_name: str = "PLAINTEXT",
+    def __init__(self, runtime: ServerRuntime, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None) -> None:
         self.runtime = runtime
         self.listener_name = listener_name

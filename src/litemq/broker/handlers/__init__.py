@@ -1,7 +1,7 @@
 """Request handlers, one module per API family. ``register_all`` wires them into a runtime.
 
 A handler is ``handler(ctx, request) -> body | Awaitable[body] | None`` where ``ctx`` is a
-:class:`~litemq.broker.server.RequestContext` and ``body`` a dict (or generated message) that
+:class:`~litemq.broker.context.RequestContext` and ``body`` a dict (or generated message) that
 :mod:`litemq.protocol` encodes at the request's version.
 """
 

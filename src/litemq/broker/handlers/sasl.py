@@ -28,7 +28,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode
@@ -37,7 +37,7 @@ from litemq.security.sasl import (PLAIN, SaslAuthenticationException, SaslCreden
                                   plain_users_from_jaas)
 
 if TYPE_CHECKING:
-    from litemq.broker.server import Connection
+    from litemq.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,36 @@ def validate(config) -> None:
             raise ValueError(f"{exc}{where}") from None
 
 
-def new_session(conn: "Connection") -> SaslSession | None:
+class SaslRuntime(Protocol):
+    """What a new connection's SASL session reads of the broker runtime."""
+
+    config: BrokerConfig
+    """``sasl.enabled.mechanisms``, the JAAS PLAIN users, ``connections.max.reauth.ms``."""
+
+    @property
+    def metadata(self) -> Any:
+        """The cluster metadata: ``scram_credentials`` for SCRAM (see :func:`lookup_scram`)."""
+
+
+class SaslConnection(Protocol):
+    """What :func:`new_session` reads of a new client connection
+    (:class:`~litemq.broker.server.Connection` satisfies it structurally; declared here so this
+    module does not import the server, which imports it)."""
+
+    @property
+    def runtime(self) -> SaslRuntime:
+        """The broker runtime the connection belongs to."""
+
+    @property
+    def listener_name(self) -> str:
+        """The listener (upper case) the connection arrived on."""
+
+    @property
+    def security_protocol(self) -> str:
+        """That listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+
+
+def new_session(conn: SaslConnection) -> SaslSession | None:
     """The SASL state of a new connection: a :class:`SaslSession` on a SASL_PLAINTEXT/SASL_SSL
     listener, None on PLAINTEXT/SSL ones (``conn.security_protocol``, default PLAINTEXT)."""
     if getattr(conn, "security_protocol", "PLAINTEXT") not in SASL_SECURITY_PROTOCOLS:

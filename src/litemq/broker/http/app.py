@@ -45,7 +45,7 @@ from litemq.security.sasl import (
 )
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.broker.http.runtime import HttpRuntime
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def anonymous_kafka_access(config) -> bool:
     return False
 
 
-async def authenticate(runtime: "BrokerRuntime", header: str | None) -> KafkaPrincipal | None:
+async def authenticate(runtime: "HttpRuntime", header: str | None) -> KafkaPrincipal | None:
     """The principal an ``Authorization`` header proves: None without a Basic header.
 
     The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is, once per distinct
@@ -130,7 +130,7 @@ class HttpServer:
         ValueError: a malformed ``http.listen``.
     """
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    def __init__(self, runtime: "HttpRuntime") -> None:
         self.runtime = runtime
         self.endpoint = parse_http_listen(runtime.config.http_listen)
         self._default = runtime.config.http_listen.strip() == DEFAULT_HTTP_LISTEN

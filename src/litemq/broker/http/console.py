@@ -24,7 +24,7 @@ from litemq.broker.http.inproc import peer_counters
 from litemq.broker.http.rest import caller_of
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.broker.http.runtime import HttpRuntime
 
 STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
 """The console's files (package data of ``litemq.broker.http``) and their content types."""
@@ -33,7 +33,7 @@ STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript", "c
 class Console:
     """The console routes of one broker's HTTP port."""
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    def __init__(self, runtime: "HttpRuntime") -> None:
         self.runtime = runtime
         root = resources.files("litemq.broker.http") / "static"
         self._files = {name: (root / name).read_bytes() for name in STATIC_FILES}

@@ -19,13 +19,14 @@ import binascii
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
+from litemq.broker.context import RequestContext
 from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError, ErrorCode
 from litemq.protocol.messages import request_spec, response_spec
 from litemq.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.broker.http.runtime import HttpRuntime
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 0, 1, 2, 9, 15, 16
 VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, OFFSET_FETCH: 7, DESCRIBE_GROUPS: 5, LIST_GROUPS: 4}
@@ -47,14 +48,14 @@ class HttpCaller:
     security_protocol = "PLAINTEXT"
     peer = "http"
 
-    def __init__(self, runtime: "BrokerRuntime", principal: KafkaPrincipal = ANONYMOUS,
+    def __init__(self, runtime: "HttpRuntime", principal: KafkaPrincipal = ANONYMOUS,
                  client_host: str = "127.0.0.1") -> None:
         self.principal = principal
         self.client_host = client_host
         self.listener_name = runtime.listeners[0].name
 
 
-async def call_api(runtime: "BrokerRuntime", api_key: int, body: dict, *, node_id: int | None = None,
+async def call_api(runtime: "HttpRuntime", api_key: int, body: dict, *, node_id: int | None = None,
                    caller: HttpCaller | None = None) -> Any:
     """Run one Kafka request on broker ``node_id`` (None or this broker: in process).
 
@@ -83,15 +84,13 @@ async def call_api(runtime: "BrokerRuntime", api_key: int, body: dict, *, node_i
     return msg
 
 
-async def run_local(runtime: "BrokerRuntime", api_key: int, version: int, request: bytes,
+async def run_local(runtime: "HttpRuntime", api_key: int, version: int, request: bytes,
                     caller: HttpCaller) -> bytes | None:
     """Decode ``request`` and run this broker's handler for it; the encoded response body.
 
     Raises:
         DecodeError: ``request`` is not a valid body of that API version.
     """
-    from litemq.broker.server import RequestContext
-
     msg, _ = request_spec(api_key).decode(request, version)
     header = frames.RequestHeader(api_key, version, 0, CLIENT_ID)
     result = runtime.handlers[api_key](RequestContext(header, caller, runtime), msg)
@@ -120,7 +119,7 @@ async def _forward(runtime, node_id: int, api_key: int, version: int, request: b
         raise PeerUnavailable(f"broker {node_id} sent an undecodable answer") from None
 
 
-async def _serve_api(runtime: "BrokerRuntime", peer_id: int, req: dict) -> dict:
+async def _serve_api(runtime: "HttpRuntime", peer_id: int, req: dict) -> dict:
     """RPC op ``api``: run a forwarded HTTP-layer request here (see the module docstring)."""
     try:
         api_key, version = int(req["api_key"]), int(req["version"])
@@ -138,12 +137,12 @@ async def _serve_api(runtime: "BrokerRuntime", peer_id: int, req: dict) -> dict:
     return {"response": None if raw is None else base64.b64encode(raw).decode()}
 
 
-async def _serve_counters(runtime: "BrokerRuntime", peer_id: int, req: dict) -> dict:
+async def _serve_counters(runtime: "HttpRuntime", peer_id: int, req: dict) -> dict:
     """RPC op ``http_counters``: this broker's cumulative traffic counters (console charts)."""
     return runtime.metrics.throughput()
 
 
-def register_rpc_ops(runtime: "BrokerRuntime") -> None:
+def register_rpc_ops(runtime: "HttpRuntime") -> None:
     """Offer ops ``api`` and ``http_counters`` on this broker's RPC port (cluster mode)."""
     if runtime.cluster is None:
         return
@@ -151,7 +150,7 @@ def register_rpc_ops(runtime: "BrokerRuntime") -> None:
     runtime.cluster.rpc_ops["http_counters"] = lambda peer, req: _serve_counters(runtime, peer, req)
 
 
-async def peer_counters(runtime: "BrokerRuntime") -> dict[int, dict]:
+async def peer_counters(runtime: "HttpRuntime") -> dict[int, dict]:
     """Node id -> :meth:`BrokerMetrics.throughput` of every live broker that answers in time."""
     out = {runtime.config.node_id: runtime.metrics.throughput()}
     cluster = runtime.cluster

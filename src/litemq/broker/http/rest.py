@@ -48,7 +48,7 @@ from litemq.protocol.records import build_batch
 from litemq.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.broker.http.runtime import HttpRuntime
 
 AUTHORIZATION_ERROR_CODE = 40301
 """Confluent REST's error code for a request the ACLs refuse (HTTP 403)."""
@@ -63,7 +63,7 @@ CLIENT_KAFKA_ERRORS = frozenset({
 EMBEDDED_TYPES = ("BINARY", "STRING", "JSON")
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
 
-RUNTIME_KEY: "web.AppKey[BrokerRuntime]" = web.AppKey("runtime")
+RUNTIME_KEY: "web.AppKey[HttpRuntime]" = web.AppKey("runtime")
 """The aiohttp application key holding the broker runtime an HTTP request is served by."""
 
 
@@ -139,7 +139,7 @@ def caller_of(request: web.Request) -> HttpCaller:
 class RestApi:
     """The v3 routes of one broker's HTTP port (see the module docstring)."""
 
-    def __init__(self, runtime: "BrokerRuntime") -> None:
+    def __init__(self, runtime: "HttpRuntime") -> None:
         self.runtime = runtime
         self._round_robin: dict[str, itertools.count] = {}
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorized_names
+from litemq.broker.context import RequestContext
 from litemq.broker.handlers.core import topic_entry
 from litemq.broker.http.inproc import (
     DESCRIBE_GROUPS,
@@ -27,7 +28,6 @@ from litemq.broker.http.inproc import (
     PeerUnavailable,
     call_api,
 )
-from litemq.broker.server import RequestContext
 from litemq.coordinator.coordinator import OFFSETS_TOPIC
 from litemq.coordinator.records import FormatError, assignment_partitions
 from litemq.metrics import GroupLag
@@ -37,12 +37,12 @@ from litemq.protocol.records import Record, decode_records, iter_batches
 from litemq.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
-    from litemq.broker.broker import BrokerRuntime
+    from litemq.broker.http.runtime import HttpRuntime
 
 EARLIEST, LATEST = -2, -1
 
 
-def describable_topics(runtime: "BrokerRuntime", caller: HttpCaller, include_internal: bool = True) -> list:
+def describable_topics(runtime: "HttpRuntime", caller: HttpCaller, include_internal: bool = True) -> list:
     """TopicInfo of every topic ``caller`` may DESCRIBE, by name."""
     names = authorized_names(_ctx(runtime, caller), AclOperation.DESCRIBE, ResourceType.TOPIC,
                              runtime.metadata.topics)
@@ -50,7 +50,7 @@ def describable_topics(runtime: "BrokerRuntime", caller: HttpCaller, include_int
             if name in names and (include_internal or not info.internal)]
 
 
-def may(runtime: "BrokerRuntime", caller: HttpCaller, op: AclOperation, rtype: ResourceType, name: str) -> bool:
+def may(runtime: "HttpRuntime", caller: HttpCaller, op: AclOperation, rtype: ResourceType, name: str) -> bool:
     """True when ``caller`` may perform ``op`` on the resource (no authorizer: always)."""
     return name in authorized_names(_ctx(runtime, caller), op, rtype, [name])
 
@@ -59,20 +59,20 @@ def _ctx(runtime, caller: HttpCaller) -> RequestContext:
     return RequestContext(frames.RequestHeader(3, 0, 0, "litemq-http"), caller, runtime)
 
 
-def partitions(runtime: "BrokerRuntime", info) -> list[dict]:
+def partitions(runtime: "HttpRuntime", info) -> list[dict]:
     """The Metadata view of a topic's partitions: ``partition_index``, ``leader_id`` (-1: none),
     ``leader_epoch``, ``replica_nodes``, ``isr_nodes``, ``offline_replicas``, ``error_code``."""
     return topic_entry(runtime, info)["partitions"]
 
 
-def leader_of(runtime: "BrokerRuntime", topic: str, index: int) -> int:
+def leader_of(runtime: "HttpRuntime", topic: str, index: int) -> int:
     """Node id of the partition's leader as this broker knows it; -1 when none is live."""
     if runtime.cluster is None:
         return runtime.config.node_id if runtime.replicas.get(topic, index) is not None else -1
     return runtime.cluster.leader_of(topic, index)[0]
 
 
-async def find_leader(runtime: "BrokerRuntime", topic: str, index: int) -> int:
+async def find_leader(runtime: "HttpRuntime", topic: str, index: int) -> int:
     """:func:`leader_of`, waiting up to :data:`limits.HTTP_LEADER_WAIT_MS` while none is known
     (what a Kafka client does with a metadata refresh and a retry backoff); -1 after that."""
     loop = asyncio.get_running_loop()
@@ -84,7 +84,7 @@ async def find_leader(runtime: "BrokerRuntime", topic: str, index: int) -> int:
         await asyncio.sleep(0.05)
 
 
-def brokers(runtime: "BrokerRuntime") -> list[dict]:
+def brokers(runtime: "HttpRuntime") -> list[dict]:
     """Every registered broker: ``broker_id``, ``host``, ``port`` (first advertised listener),
     ``live``, ``controller`` (the metadata leader)."""
     controller = runtime.controller_id()
@@ -100,7 +100,7 @@ def brokers(runtime: "BrokerRuntime") -> list[dict]:
 
 
 # ------------------------------------------------------------------ offsets
-async def list_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[tuple[str, int]], timestamp: int,
+async def list_offsets(runtime: "HttpRuntime", caller: HttpCaller, tps: list[tuple[str, int]], timestamp: int,
                        isolation_level: int = 0, wait: bool = False) -> dict[tuple[str, int], tuple[int, int, int]]:
     """ListOffsets on each partition's leader: (topic, partition) -> (error code, offset,
     timestamp). ``timestamp``: -2 earliest, -1 latest (the high watermark, or the last stable
@@ -139,7 +139,7 @@ async def list_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[t
     return out
 
 
-async def partition_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: list[tuple[str, int]],
+async def partition_offsets(runtime: "HttpRuntime", caller: HttpCaller, tps: list[tuple[str, int]],
                             wait: bool = False) -> dict[tuple[str, int], dict]:
     """(topic, partition) -> ``{"log_start_offset", "high_watermark", "last_stable_offset",
     "error_code"}`` from the partition leaders (offsets -1 when unknown; ``wait``: see
@@ -156,7 +156,7 @@ async def partition_offsets(runtime: "BrokerRuntime", caller: HttpCaller, tps: l
 
 
 # ------------------------------------------------------------------ groups
-def coordinator_of(runtime: "BrokerRuntime", group_id: str) -> int:
+def coordinator_of(runtime: "HttpRuntime", group_id: str) -> int:
     """Node id of ``group_id``'s coordinator (the leader of its ``__consumer_offsets``
     partition); -1 when unknown."""
     if runtime.cluster is None:
@@ -167,7 +167,7 @@ def coordinator_of(runtime: "BrokerRuntime", group_id: str) -> int:
     return runtime.cluster.leader_of(OFFSETS_TOPIC, coord.partition_for(group_id))[0]
 
 
-async def list_groups(runtime: "BrokerRuntime", caller: HttpCaller) -> list[dict]:
+async def list_groups(runtime: "HttpRuntime", caller: HttpCaller) -> list[dict]:
     """Every group of every live broker the caller may DESCRIBE: ``group_id``, ``protocol_type``,
     ``state``, ``coordinator`` (node id)."""
     nodes = [runtime.config.node_id] if runtime.cluster is None else [b["broker_id"] for b in brokers(runtime) if b["live"]]
@@ -188,7 +188,7 @@ async def list_groups(runtime: "BrokerRuntime", caller: HttpCaller) -> list[dict
     return [out[k] for k in sorted(out)]
 
 
-async def describe_group(runtime: "BrokerRuntime", caller: HttpCaller, group_id: str) -> dict:
+async def describe_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: str) -> dict:
     """One group as its coordinator describes it (DescribeGroups + OffsetFetch) with lag.
 
     Returns ``{"group_id", "state", "protocol_type", "protocol", "coordinator", "error_code",
@@ -243,7 +243,7 @@ async def describe_group(runtime: "BrokerRuntime", caller: HttpCaller, group_id:
                 members=members, offsets=offsets)
 
 
-async def refresh_group_lag(runtime: "BrokerRuntime") -> None:
+async def refresh_group_lag(runtime: "HttpRuntime") -> None:
     """Fill ``runtime.metrics.group_lag``/``group_members`` for the groups this broker
     coordinates (each broker exports its own groups, so a sum over brokers counts each once).
     End offsets come from the partition leaders; runs with the broker's own authority."""
@@ -298,7 +298,7 @@ class ReadResult:
         self.high_watermark, self.log_start_offset, self.error_code = high_watermark, log_start_offset, error_code
 
 
-async def read_records(runtime: "BrokerRuntime", caller: HttpCaller, topic: str, partition: int, offset: int,
+async def read_records(runtime: "HttpRuntime", caller: HttpCaller, topic: str, partition: int, offset: int,
                        max_count: int) -> ReadResult:
     """Up to ``max_count`` records of ``topic``-``partition`` from ``offset`` (Fetch on the leader,
     no waiting; several fetches until ``max_count`` records or the high watermark).
