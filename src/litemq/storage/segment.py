@@ -350,7 +350,7 @@ class LogSegment:
         ``on_batch(header, batch_bytes)`` is called with each valid batch in order
         (``batch_bytes``: a memoryview of the whole batch, valid during the call only). The
         ``.txnindex`` is left alone: the owning log resets and rebuilds it from producer state
-        (:meth:`PartitionLog._recover_from`). Returns the bytes truncated.
+        (:meth:`LogLoader._recover_from`). Returns the bytes truncated.
         """
         self.offset_index.reset()
         self.time_index.reset()
