@@ -1,7 +1,7 @@
 """Replicated cluster benchmark: produce throughput/latency and leader failover (3 brokers).
 
     python benchmarks/bench_cluster.py [--quick] [--records N] [--records-1k N] [--repeat N]
-                                       [--rate R] [--rate-seconds S] [--kills K] [--load-rate R]
+                                       [--rate R] [--rate-seconds S] [--rate-linger-ms MS] [--kills K] [--load-rate R]
                                        [--steady-acks N] [--only throughput|failover] [--keep]
                                        [--out FILE]
 
@@ -117,11 +117,11 @@ def create_topic(bs: str, name: str, replicas: int, partitions: int = PARTITIONS
     admin.create_topics([NewTopic(name, partitions, replicas)], operation_timeout=30)[name].result(timeout=60)
 
 
-def warm_producer(bs: str, topic: str, acks: str, partitions: int = PARTITIONS) -> Producer:
+def warm_producer(bs: str, topic: str, acks: str, partitions: int = PARTITIONS, linger_ms: int = 5) -> Producer:
     """A producer with bench_broker's settings that has already had one record per partition
     acknowledged: the timed runs then exclude the client's start-up (metadata, connections to
     every leader, and for idempotence the producer id, about 0.5-1 s here)."""
-    p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
+    p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": linger_ms, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
                   "enable.idempotence": acks == "all"})
     for part in range(partitions):
@@ -218,7 +218,7 @@ def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, st
         create_topic(bs, topic, rf)
         if wait_leaders:
             wait_leaders(topic)
-        p = warm_producer(bs, topic, acks)
+        p = warm_producer(bs, topic, acks, linger_ms=args.rate_linger_ms)
         meter = CpuMeter(pids)
         r = produce_at_rate(p, topic, args.rate, args.rate_seconds)
         r["cpu"] = meter.stop()
@@ -508,7 +508,8 @@ def markdown(args, m: str, load: tuple, rows: list, rate_rows: list, fo: dict | 
                        f"{n:,} | {r['msg_s']:,.0f} | {r['mb_s']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
                        f"{r['low']:,.0f}-{r['high']:,.0f} | {per} | {r['cpu']['client_pct']:.0f} | "
                        f"{r['cpu']['machine_pct']:.0f} ({r['cpu']['iowait_pct']:.0f}) |")
-        out += ["", f"### Latency at a fixed rate ({args.rate} msg/s of 100 B for {args.rate_seconds:g} s, linger.ms=5)\n",
+        out += ["", f"### Latency at a fixed rate ({args.rate} msg/s of 100 B for {args.rate_seconds:g} s, "
+                f"linger.ms={args.rate_linger_ms})\n",
                 "| setup | RF | acks | achieved msg/s | p50 ms | p99 ms | max ms | failed | CPU % brokers | CPU % client | "
                 "CPU % machine (iowait) |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -556,6 +557,7 @@ def main() -> None:
                     help="produce runs per row (same producer and topic); the run with the median msg/s is reported")
     ap.add_argument("--rate", type=int, default=2000, help="msg/s of the fixed-rate latency runs")
     ap.add_argument("--rate-seconds", type=float, default=10.0, help="duration of each fixed-rate run")
+    ap.add_argument("--rate-linger-ms", type=int, default=5, help="the producer's linger.ms in the fixed-rate runs")
     ap.add_argument("--kills", type=int, default=20, help="SIGKILLs of partition 0's leader")
     ap.add_argument("--load-rate", type=float, default=1500.0, help="msg/s of the load during the kills")
     ap.add_argument("--steady-acks", type=int, default=400,
