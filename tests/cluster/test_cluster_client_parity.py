@@ -124,3 +124,49 @@ def _low_watermark(c: Consumer, topic: str) -> int | None:
     except Exception:
         return None
     return low
+
+
+def test_first_record_at_offset_zero_and_idle_leader_changes_take_no_offset(cluster):
+    """A new partition's leader appends no LEADER_CHANGE batch (its log is empty, nothing to
+    commit), so the first record is at offset 0 as in Kafka; a leader change of a partition
+    whose records are all committed takes no offset either. (A new leader that inherits
+    records not known committed still appends one, which takes an offset: issue 19.)"""
+    topic = "dense"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=15)[topic].result(30)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "dense",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 0)
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        offsets = []
+
+        def produce(n):
+            for i in range(n):
+                p.produce(topic, value=b"v", partition=0,
+                          on_delivery=lambda err, msg: offsets.append(msg.offset() if err is None else err))
+            assert p.flush(30) == 0
+
+        produce(10)
+        leader = cluster.leader_of(topic, 0)
+        wait_for(lambda: all(pt["high_watermark"] == 10 for st in cluster.statuses().values()
+                             for pt in st["partitions"] if pt["topic"] == topic), 15,
+                 "every replica knows the high watermark")
+        cluster.kill(leader)
+        try:
+            cluster.wait_leaders(topic, 1, exclude=[leader])
+            produce(10)
+        finally:
+            cluster.restart(leader)
+        assert offsets == list(range(20))
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.offset())
+        assert got == list(range(20))
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 20)
+    finally:
+        c.close()

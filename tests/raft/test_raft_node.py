@@ -451,3 +451,75 @@ def test_voters_at_tracks_uncommitted_config_history():
     c.tick(2)
     assert leader.voters_at(e.offset) == {1, 2, 3, 4} and leader.voters_at(e.offset - 1) is None
     assert leader.active_voters() == {1, 2, 3, 4}
+
+
+
+LAZY = RaftConfig(noop_only_when_needed=True)
+
+
+def test_new_leader_on_a_committed_log_appends_no_noop():
+    """``noop_only_when_needed`` (partition groups): a leader elected on a fully committed log
+    appends nothing, so the first entry is at offset 0, and it announces itself anyway."""
+    c = Cluster(ids=(1, 2, 3), seed=3, config=LAZY)
+    leader = c.wait_leader()
+    c.tick(3)
+    assert all(n.leader_id == leader.id for n in c.nodes.values())
+    assert leader.log_end_offset == 0
+    assert leader.propose(b"first", count=3).offset == 0
+    c.pump()
+    c.tick(3)
+    assert all(n.commit_index == 2 for n in c.nodes.values())
+
+
+def test_leader_change_of_a_caught_up_group_takes_no_offset():
+    c = Cluster(ids=(1, 2, 3), seed=3, config=LAZY)
+    leader = c.wait_leader()
+    leader.propose(b"a", count=2)
+    c.pump()
+    c.tick(3)  # the followers learn the commit index
+    nxt = next(i for i in c.nodes if i != leader.id)
+    old_term = leader.term
+    leader.transfer_leadership(nxt)
+    c.pump()
+    c.tick(5)
+    new = c.nodes[nxt]
+    assert new.role is Role.LEADER and new.term > old_term
+    assert new.log_end_offset == 2
+    assert new.propose(b"b").offset == 2
+
+
+def test_leader_with_an_uncommitted_tail_still_appends_its_noop():
+    """Paper §5.4.2: entries of an earlier term commit only through one of the new term."""
+    c = Cluster(ids=(1, 2, 3), seed=3, config=LAZY)
+    leader = c.wait_leader()
+    leader.propose(b"a")
+    c.deliver(drop=lambda m: isinstance(m, AppendResponse))  # the entry is never acknowledged
+    # so it is not committed anywhere: the followers' logs end with an uncommitted entry
+    follower = c.nodes[next(i for i in c.nodes if i != leader.id)]
+    assert follower.last_offset == 0 and follower.commit_index < 0
+    c.crash(leader.id)
+    c.tick(60)
+    new = c.nodes[c.leaders()[0]]
+    assert new.log_end_offset == 2 and new.term_at(1) == new.term  # offset 1 is its no-op
+    c.pump()
+    c.tick(3)
+    assert new.commit_index == 1
+
+
+def test_config_change_after_a_skipped_noop_commits_an_entry_of_the_term_first():
+    """The 2015 raft-dev erratum: a new leader changes the voters only after an entry of its
+    term committed; one that skipped its no-op appends it when asked for a change."""
+    c = Cluster(ids=(1, 2, 3), seed=3, config=LAZY)
+    leader = c.wait_leader()
+    c.tick(3)
+    assert leader.log_end_offset == 0
+    with pytest.raises(ConfigChangeInProgress):
+        leader.propose_add_voter(4)
+    assert leader.log_end_offset == 1 and leader.term_at(0) == leader.term
+    c.add_node(4)
+    c.pump()
+    c.tick(3)
+    e = leader.propose_add_voter(4)
+    c.pump()
+    c.tick(5)
+    assert leader.commit_index >= e.offset and 4 in leader.voters

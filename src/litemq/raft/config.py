@@ -31,6 +31,13 @@ class RaftConfig:
     apply_entries: bool = True
     """Hand committed entries back in ``Ready.committed_entries``. A partition group sets it
     to False: only its high watermark matters and nothing is read back from the log."""
+    noop_only_when_needed: bool = False
+    """A new leader whose whole log is known committed (commit index = last offset) appends no
+    no-op: paper §5.4.2/§8 and thesis §6.4 need one only to commit entries of earlier terms.
+    A configuration change still waits until an entry of the leader's term is committed (the
+    2015 raft-dev erratum): :func:`litemq.raft.leader.propose_config` then appends the no-op
+    first. A partition group sets it, so a leader change of a caught-up partition takes no
+    offset (Kafka's offsets have no such gaps)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.election_timeout_ticks <= limits.RAFT_MAX_ELECTION_TIMEOUT_TICKS:

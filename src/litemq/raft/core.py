@@ -144,10 +144,22 @@ class Raft:
             pr.recent_active = True
         # Paper §5.4.2 and §8, thesis §6.4: a no-op entry of the new term (a Kafka control
         # batch); no config change before it commits (thesis §4.1 and the 2015 erratum).
-        noop = Entry(end, self.term, b"", 1, EntryKind.CONTROL)
-        self.append([noop])
+        # With noop_only_when_needed and nothing of earlier terms left to commit, no no-op:
+        # an empty Append announces the leader, and pending_config_offset = end still holds
+        # config changes back until an entry of this term commits.
         self.pending_config_offset = end
+        if self.config.noop_only_when_needed and self.commit_index >= self.raft_log.last_offset:
+            self.bcast_commit = True  # empty Appends: followers learn the leader at once
+        else:
+            self.append_noop()
         self.bcast_entries = True
+
+    def append_noop(self) -> Entry:
+        """Leader: append a no-op entry of the current term (a Kafka LEADER_CHANGE batch)."""
+        noop = Entry(self.raft_log.end_offset, self.term, b"", 1, EntryKind.CONTROL)
+        self.append([noop])
+        self.bcast_entries = True
+        return noop
 
     # ------------------------------------------------------------------ log, config, commit
     def append(self, entries: Sequence[Entry]) -> None:

@@ -171,6 +171,9 @@ def propose_config(r: Raft, voters: frozenset[int]) -> Entry:
     committed (thesis §4.1 and the 2015 raft-dev erratum)."""
     if r.role is not Role.LEADER:
         raise NotLeader(r.leader_id)
+    if r.raft_log.end_offset <= r.pending_config_offset and r.lead_transferee is None:
+        r.append_noop()  # a leader that skipped its no-op (noop_only_when_needed) needs one now
+        raise ConfigChangeInProgress("a new leader first commits an entry of its term")
     if r.commit_index < r.pending_config_offset or r.membership.uncommitted(r.commit_index):
         raise ConfigChangeInProgress("the previous configuration change is not committed yet")
     e = propose(r, encode_voters(voters), 1, EntryKind.CONFIG)

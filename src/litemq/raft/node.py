@@ -40,8 +40,10 @@ Protocol features and where they come from (Ongaro & Ousterhout 2014 = "paper", 
 - log replication with consistency check and truncation of a conflicting suffix (paper §5.3),
   fast backup by term (paper §5.3, etcd ``findConflictByTerm``), pipelined appends with a
   bounded number in flight (etcd ``Progress``/``Inflights``: probe, replicate, snapshot);
-- commit only of current-term entries by counting replicas (paper §5.4.2); every new leader
-  first appends a ``CONTROL`` no-op entry (paper §8, thesis §6.4) so earlier entries commit;
+- commit only of current-term entries by counting replicas (paper §5.4.2); a new leader
+  first appends a ``CONTROL`` no-op entry (paper §8, thesis §6.4) so earlier entries commit
+  (with ``RaftConfig.noop_only_when_needed`` only when its log holds entries beyond its
+  commit index);
 - snapshots (thesis §5): a follower whose next offset is below the leader's log start offset
   receives :class:`~litemq.raft.messages.InstallSnapshot` (for a partition: "start afresh");
 - leadership transfer with TimeoutNow (thesis §3.10);

@@ -32,6 +32,7 @@ must hold it within ``liveness_catch_up_ticks`` more.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import heapq
 import random
 import sys
@@ -489,7 +490,8 @@ def config_for(seed: int, steps: int = 2000) -> SimConfig:
     """Seeds alternate between 3-voter and 5-voter groups; every third seed sends one entry
     per Append (old-term entries then reach a quorum alone); every tenth runs without PreVote
     and CheckQuorum (safety must not depend on them), and every tenth like a partition
-    (no committed entries handed back, retention instead of state machine snapshots)."""
+    (no committed entries handed back, retention instead of state machine snapshots); seeds
+    2 and 3 modulo 4 skip a caught-up new leader's no-op (``noop_only_when_needed``)."""
     raft = RaftConfig()
     p_member = SimConfig.p_member
     if seed % 10 == 9:
@@ -503,6 +505,8 @@ def config_for(seed: int, steps: int = 2000) -> SimConfig:
         raft = RaftConfig(max_append_bytes=1, max_inflight_appends=16)
     elif seed % 3 == 2:
         raft = RaftConfig(max_append_bytes=16, max_inflight_appends=8)
+    if seed % 4 >= 2:  # half the seeds: a caught-up new leader appends no no-op, as partitions do
+        raft = dataclasses.replace(raft, noop_only_when_needed=True)
     return SimConfig(voters=5 if seed % 2 else 3, spares=1, steps=steps, raft=raft, p_member=p_member)
 
 
