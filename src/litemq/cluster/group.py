@@ -193,6 +193,8 @@ class RaftGroup:
         self.stable_ticks = 0
         self.last_sig = None
         self.last_msg_tick = 0
+        self.tp: tuple[str, int] | None = None
+        """(topic, partition) of a partition group; None for the metadata group."""
 
     # ------------------------------------------------------------ state file
     @property
@@ -284,8 +286,7 @@ class RaftGroup:
         info = self.plog.append(records, leader_epoch=node.term, origin=origin)
         if info.duplicate:
             return info
-        self.quiet = False
-        self.stable_ticks = 0
+        self.wake()
         mv = memoryview(records)
         try:
             for pos, h in iter_batches(records):
@@ -296,6 +297,13 @@ class RaftGroup:
             raise KafkaError(f"{self.group_id}: {exc}", ErrorCode.NOT_LEADER_OR_FOLLOWER) from None
         self.host.mark_dirty(self)
         return info
+
+    def wake(self) -> None:
+        """End quiescence: the group ticks again (and a leader heartbeats) until it is idle for
+        ``QUIESCE_AFTER_TICKS`` again (see ClusterManager._should_tick). The caller marks it
+        dirty."""
+        self.quiet = False
+        self.stable_ticks = 0
 
     # ------------------------------------------------------------ Ready handling
     def process(self) -> None:

@@ -229,8 +229,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             g.node.step(msg)
             g.last_msg_tick = self._tick_no
             if not isinstance(msg, HeartbeatResponse):  # the only thing a quiet leader can ignore
-                g.quiet = False
-                g.stable_ticks = 0
+                g.wake()
             self.mark_dirty(g)
 
     async def _tick_loop(self) -> None:
@@ -252,10 +251,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         unknown groups), so it asks again every tick instead of after an election timeout,
         before another replica's timer fires and a leader change follows at the next balance.
         A pre-vote changes no term, so asking again costs nothing."""
-        tp = getattr(g, "tp", None)
-        if tp is None or g.node.term != 0 or g.node.role is not Role.PRE_CANDIDATE:
+        if g.tp is None or g.node.term != 0 or g.node.role is not Role.PRE_CANDIDATE:
             return False
-        p = self.host.replicas.get(*tp)
+        p = self.host.replicas.get(*g.tp)
         return p is not None and bool(p.replicas) and p.replicas[0] == self.node_id
 
     def on_peer_connected(self, peer_id: int) -> None:

@@ -96,8 +96,7 @@ class ReplicatedPartition(Partition):
         super().truncate_after_delete_records()
         g = self.group
         if g is not None and self.is_leader and g.quiet:
-            g.quiet = False
-            g.stable_ticks = 0
+            g.wake()
             g.host.mark_dirty(g)
 
     def on_ready(self, rd: Ready) -> None:

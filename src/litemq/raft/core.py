@@ -151,8 +151,7 @@ class Raft:
         if self.config.noop_only_when_needed and self.commit_index >= self.raft_log.last_offset:
             self.bcast_commit = True  # empty Appends: followers learn the leader at once
         else:
-            self.append_noop()
-        self.bcast_entries = True
+            self.append_noop()  # broadcast with the next Ready
 
     def append_noop(self) -> Entry:
         """Leader: append a no-op entry of the current term (a Kafka LEADER_CHANGE batch)."""
