@@ -97,6 +97,16 @@ class BrokerConfig:
     (``litemq.testing``) set 0, as Kafka's own test configs and ``config/server.properties`` do."""
     offsets_retention_check_interval_ms: int = 600_000
     offsets_commit_timeout_ms: int = 5000
+    # KIP-848 consumer groups (Kafka 4.x GroupCoordinatorConfig defaults)
+    group_consumer_session_timeout_ms: int = 45_000
+    """A consumer-protocol member that sends no ConsumerGroupHeartbeat for this long is removed."""
+    group_consumer_heartbeat_interval_ms: int = 5000
+    """The heartbeat interval the coordinator tells consumer-protocol members to use."""
+    group_consumer_max_size: int = 2_147_483_647
+    """Members of one consumer-protocol group (GROUP_MAX_SIZE_REACHED beyond; also capped by
+    ``limits.MAX_GROUP_MEMBERS``)."""
+    group_consumer_assignors: str = "uniform,range"
+    """Server-side assignors, comma separated; the first is the default (Kafka: uniform, range)."""
     offset_metadata_max_bytes: int = 4096
 
     # replicated cluster (litemq.cluster): empty ``controller_quorum_voters`` = single node
@@ -505,6 +515,9 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "group.initial.rebalance.delay.ms": (0, None),
     "offsets.retention.check.interval.ms": (1, None),
     "offsets.commit.timeout.ms": (1, None),
+    "group.consumer.session.timeout.ms": (1, None),
+    "group.consumer.heartbeat.interval.ms": (1, None),
+    "group.consumer.max.size": (1, None),
     "offset.metadata.max.bytes": (0, None),
     "broker.heartbeat.interval.ms": (1, None),
     "broker.session.timeout.ms": (1, None),

@@ -7,6 +7,7 @@ is :class:`CoordinatorRuntime`, declared here so it does not import ``broker.py`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -69,6 +70,9 @@ class BrokerCoordinatorHost:
 
     def topic(self, name: str) -> "TopicPartitions | None":
         return self._runtime.metadata.topics.get(name)
+
+    def topics(self) -> "Mapping[str, TopicPartitions]":
+        return self._runtime.metadata.topics
 
     def partition(self, topic: str, index: int) -> "Partition | None":
         return self._runtime.replicas.get(topic, index)

@@ -35,12 +35,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from litemq.coordinator.assignors import configured_assignors
+from litemq.coordinator.consumer_group import ConsumerGroup
+from litemq.coordinator.consumer_group_manager import ConsumerGroupManager
+from litemq.coordinator.consumer_group_records import ConsumerGroupKey, decode_any_key
 from litemq.coordinator.group import GroupMetadata, GroupState
 from litemq.coordinator.group_manager import (NEW_MEMBER_JOIN_TIMEOUT_MS, GroupMetadataManager, JoinResult,
                                               SyncResult)
 from litemq.coordinator.internal_topic import append_committed, replay_committed
 from litemq.coordinator.offset_manager import OFFSETS_TOPIC, OffsetMetadataManager, _merge_txn_offsets
-from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value, decode_key,
+from litemq.coordinator.records import (FormatError, OffsetAndMetadata, OffsetKey, decode_group_value,
                                         decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
                                         partition_for)
 from litemq.protocol.errors import ErrorCode as E
@@ -70,9 +74,11 @@ def _marker_is_commit(records) -> bool:
 
 
 
-class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
+class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGroupManager):
     """Every consumer group whose offsets partition this broker leads: the service whose request
-    entry points are its own methods and those of its two managers. Event-loop thread only."""
+    entry points are its own methods and those of its managers (classic groups, offsets, KIP-848
+    consumer groups). ``groups`` holds both group types: :class:`GroupMetadata` (classic) and
+    :class:`ConsumerGroup`. Event-loop thread only."""
 
     def __init__(self, host: "CoordinatorHost") -> None:
         self.host = host
@@ -84,6 +90,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
         self._stopped = False
         self.loaded_partitions: set[int] = set()
         """Cluster mode: offsets partitions led here whose groups are loaded."""
+        configured_assignors(self.config.group_consumer_assignors)  # ValueError: refuse to start
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -109,14 +116,21 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         for group in self.groups.values():
-            self._cancel_join_timer(group)
-            for t in group.pending_members.values():
-                t.cancel()
-            for m in group.members.values():
-                if m.heartbeat_timer is not None:
-                    m.heartbeat_timer.cancel()
-                self._complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-                self._complete_sync(m, SyncResult(E.NOT_COORDINATOR))
+            self._unload_group(group)
+
+    def _unload_group(self, group) -> None:
+        """Stop the timers of ``group`` and answer its waiting members NOT_COORDINATOR."""
+        if isinstance(group, ConsumerGroup):
+            self.cancel_consumer_group_timers(group)
+            return
+        self._cancel_join_timer(group)
+        for t in group.pending_members.values():
+            t.cancel()
+        for m in group.members.values():
+            if m.heartbeat_timer is not None:
+                m.heartbeat_timer.cancel()
+            self._complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+            self._complete_sync(m, SyncResult(E.NOT_COORDINATOR))
 
     # ================================================================== offsets topic
     def ensure_offsets_topic(self) -> None:
@@ -158,15 +172,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
             return
         self.loaded_partitions.discard(index)
         for group_id in [g for g in self.groups if self.partition_for(g) == index]:
-            group = self.groups.pop(group_id)
-            self._cancel_join_timer(group)
-            for t in group.pending_members.values():
-                t.cancel()
-            for m in group.members.values():
-                if m.heartbeat_timer is not None:
-                    m.heartbeat_timer.cancel()
-                self._complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-                self._complete_sync(m, SyncResult(E.NOT_COORDINATOR))
+            self._unload_group(self.groups.pop(group_id))
         log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **batch_args
@@ -208,6 +214,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
         offsets: dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
         # TxnOffsetCommit records of transactions not yet ended: producer id -> group -> tp -> value
         pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
+        consumer_groups: dict[str, dict] = {}  # KIP-848 records by group, replayed in log order
         bad = 0
         for h, records in replay_committed(p):
             if h.is_control:
@@ -222,8 +229,10 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
                 if rec.key is None:
                     continue
                 try:
-                    key = decode_key(rec.key)
-                    if isinstance(key, OffsetKey):
+                    key = decode_any_key(rec.key)
+                    if isinstance(key, ConsumerGroupKey):
+                        self.replay_consumer_group_record(consumer_groups, key, rec.value)
+                    elif isinstance(key, OffsetKey):
                         tp = (key.topic, key.partition)
                         if txn_pid >= 0:
                             if rec.value is not None:
@@ -244,21 +253,24 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
                                     rec.offset, exc)
         loaded = 0
         pending_groups = {gid for per_pid in pending_txn.values() for gid in per_pid}
-        for group_id in set(stored) | set(offsets) | pending_groups:
+        for group_id in set(stored) | set(offsets) | pending_groups | set(consumer_groups):
             g_stored = stored.get(group_id)
             g_offsets = offsets.get(group_id) or {}
-            if g_stored is None and not g_offsets and group_id not in pending_groups:
+            cg = self.build_consumer_group(group_id, consumer_groups[group_id]) \
+                if group_id in consumer_groups else None
+            if cg is None and g_stored is None and not g_offsets and group_id not in pending_groups:
                 continue
-            group = GroupMetadata(group_id)
-            if g_stored is not None:
+            group = cg if cg is not None else GroupMetadata(group_id)
+            if cg is None and g_stored is not None:
                 group.load_stored(g_stored)
             group.offsets = g_offsets
             for pid, per_group in pending_txn.items():
                 if group_id in per_group:
                     group.pending_txn_offsets[pid] = per_group[group_id]
             self.groups[group_id] = group
-            for m in group.members.values():
-                self._schedule_heartbeat(group, m, m.session_timeout_ms)
+            if cg is None:
+                for m in group.members.values():
+                    self._schedule_heartbeat(group, m, m.session_timeout_ms)
             loaded += 1
         if loaded:
             log.info("loaded %d group(s) from %s-%d (offsets %d..%d)", loaded, OFFSETS_TOPIC, index,
@@ -283,14 +295,19 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager):
             out[group_id] = await coro
         return out
 
-    def _remove_group(self, group: GroupMetadata):
+    def _remove_group(self, group: GroupMetadata | ConsumerGroup):
         """Mark ``group`` Dead, forget it, and return a coroutine writing its tombstones."""
-        group.transition_to(GroupState.DEAD)
-        self._cancel_join_timer(group)
+        records = [(encode_offset_key(group.group_id, t, p), None) for (t, p) in sorted(group.offsets)]
+        if isinstance(group, ConsumerGroup):
+            records += self.consumer_group_tombstones(group)
+            self.cancel_consumer_group_timers(group)
+            group.dead = True
+        else:
+            group.transition_to(GroupState.DEAD)
+            self._cancel_join_timer(group)
+            records.append((encode_group_key(group.group_id), None))
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-        records = [(encode_offset_key(group.group_id, t, p), None) for (t, p) in sorted(group.offsets)]
-        records.append((encode_group_key(group.group_id), None))
         log.info("group %s removed (%d offset(s))", group.group_id, len(group.offsets))
 
         async def write() -> int:

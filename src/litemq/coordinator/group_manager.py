@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from litemq import limits
+from litemq.coordinator.consumer_group import ConsumerGroup
 from litemq.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from litemq.protocol.errors import ErrorCode as E
 
@@ -50,6 +51,11 @@ class SyncResult:
     protocol_type: str | None = None
     protocol_name: str | None = None
 
+
+
+def group_type(group: GroupMetadata | ConsumerGroup) -> str:
+    """``consumer`` (KIP-848) or ``classic``: ListGroups' GroupType."""
+    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
 
 
 class GroupMetadataManager:
@@ -223,6 +229,12 @@ class GroupMetadataManager:
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members or group.dead:
+                # KIP-848: a group has one type; LiteMQ does not mix classic members into a
+                # consumer group (Kafka's online migration).
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            group = self._classic_from_empty_consumer_group(group)
         if group is None:
             if member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id)
@@ -243,6 +255,17 @@ class GroupMetadataManager:
         if isinstance(out, JoinResult):
             return out
         return await out
+
+    def _classic_from_empty_consumer_group(self, cg: ConsumerGroup) -> GroupMetadata:
+        """An empty consumer group becomes a classic group on its first JoinGroup, keeping its
+        committed offsets (Kafka ``maybeDeleteEmptyConsumerGroup``)."""
+        group = GroupMetadata(cg.group_id)
+        group.offsets, group.pending_commits, group.pending_txn_offsets = (
+            cg.offsets, cg.pending_commits, cg.pending_txn_offsets)
+        self.groups[cg.group_id] = group
+        self._spawn(self._append(cg.group_id, self.consumer_group_tombstones(cg)))
+        log.info("group %s: empty consumer group converted to a classic group", cg.group_id)
+        return group
 
     def _join_unknown_member(self, group: GroupMetadata, instance_id: str | None, require_known_member_id: bool,
                              supports_skip_assignment: bool, client_id: str, client_host: str, session_timeout_ms: int,
@@ -397,7 +420,7 @@ class GroupMetadataManager:
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(GroupState.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
@@ -444,7 +467,7 @@ class GroupMetadataManager:
         if err:
             return err
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -471,7 +494,7 @@ class GroupMetadataManager:
         if err:
             return err, [err] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(GroupState.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
@@ -503,10 +526,13 @@ class GroupMetadataManager:
         return E.NONE, errors
 
     # ================================================================== admin
-    def list_groups(self, states: set[str] | None = None) -> list[GroupMetadata]:
-        """Groups of this coordinator (ListGroups), optionally only those in ``states`` (lower case)."""
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> list[GroupMetadata | ConsumerGroup]:
+        """Groups of this coordinator (ListGroups), optionally only those in ``states`` and of
+        ``types`` (lower case: ``classic``, ``consumer``)."""
         return [g for g in self.groups.values() if not g.is_(GroupState.DEAD)
-                and (not states or g.state.value.lower() in states)]
+                and (not states or g.state.value.lower() in states)
+                and (not types or group_type(g) in types)]
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
         err = self.coordinator_error(group_id, require_id=False)

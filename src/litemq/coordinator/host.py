@@ -14,6 +14,8 @@ transaction, KIP-890).
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -22,9 +24,12 @@ if TYPE_CHECKING:
 
 
 class TopicPartitions(Protocol):
-    """A topic as the coordinators see it: only its partition count."""
+    """A topic as the coordinators see it: its id (``uuid.UUID``), partition count, and whether
+    it is internal."""
 
+    topic_id: uuid.UUID
     num_partitions: int
+    internal: bool
 
 
 class CoordinatorHost(Protocol):
@@ -48,6 +53,9 @@ class CoordinatorHost(Protocol):
 
     def topic(self, name: str) -> TopicPartitions | None:
         """The topic ``name`` as the metadata knows it now, or None."""
+
+    def topics(self) -> Mapping[str, TopicPartitions]:
+        """Every topic by name as the metadata knows it now (KIP-848 regex subscriptions, topic ids)."""
 
     def partition(self, topic: str, index: int) -> "Partition | None":
         """The hosted replica of ``topic``-``index`` (leader or follower), or None."""

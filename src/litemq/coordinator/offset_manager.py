@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from litemq import limits
+from litemq.coordinator.consumer_group import ConsumerGroup
 from litemq.coordinator.group import GroupMetadata, GroupState, now_ms
 from litemq.coordinator.records import OffsetAndMetadata, encode_offset_key, encode_offset_value
 from litemq.protocol.errors import ErrorCode as E
@@ -47,13 +48,16 @@ class OffsetMetadataManager:
     # ================================================================== OffsetCommit
     async def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                              retention_time_ms: int,
-                             offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+                             offsets: dict[tuple[str, int], OffsetAndMetadata],
+                             api_version: int = 9) -> dict[tuple[str, int], int]:
         """OffsetCommit v0-9 (Kafka ``handleCommitOffsets``). Returns an error per partition.
 
         Members commit with their generation and member id (during Stable and
         PreparingRebalance; REBALANCE_IN_PROGRESS during CompletingRebalance); a consumer
         without membership (``assign()``, admin tools) commits with generation -1 and an empty
-        member id, accepted only while the group has no members.
+        member id, accepted only while the group has no members. Members of a KIP-848 consumer
+        group commit with their member epoch as ``generation`` (OffsetCommit v9+:
+        STALE_MEMBER_EPOCH when it is not the member's current epoch).
         """
         def all_(code: int) -> dict:
             return {tp: code for tp in offsets}
@@ -71,7 +75,11 @@ class OffsetMetadataManager:
             group = self.groups[group_id] = GroupMetadata(group_id)
         if group.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if simple:
+        if isinstance(group, ConsumerGroup):
+            err = self.validate_consumer_commit(group, member_id, generation, api_version, transactional=False)
+            if err:
+                return all_(err)
+        elif simple:
             if not group.is_(GroupState.EMPTY):
                 return all_(E.UNKNOWN_MEMBER_ID)
         else:
@@ -160,7 +168,11 @@ class OffsetMetadataManager:
             group = self.groups[group_id] = GroupMetadata(group_id)
         if group.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if member_id or generation >= 0 or group_instance_id is not None:
+        if isinstance(group, ConsumerGroup):
+            err = self.validate_consumer_commit(group, member_id, generation, 9, transactional=True)
+            if err:
+                return all_(err)
+        elif member_id or generation >= 0 or group_instance_id is not None:
             err = self._validate_member(group, member_id, group_instance_id)
             if err:
                 return all_(err)
@@ -202,18 +214,24 @@ class OffsetMetadataManager:
         return any(tp in per_pid for per_pid in group.pending_txn_offsets.values())
 
     # ================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
         """OffsetFetch (Kafka ``handleFetchOffsets``): (group error, [(tp, offset or None, error)]).
 
         ``partitions`` None means every partition the group has an offset for. With
         ``require_stable`` (KIP-447) a partition with a commit in flight answers
-        UNSTABLE_OFFSET_COMMIT so the client retries.
+        UNSTABLE_OFFSET_COMMIT so the client retries. ``member_id``/``member_epoch`` (v9+) are
+        checked against a KIP-848 consumer group (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
         """
         err = self.coordinator_error(group_id, require_id=False)
         if err:
             return err, []
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            err = self.validate_consumer_fetch(group, member_id, member_epoch)
+            if err:
+                return err, []
         if partitions is None:
             partitions = sorted(group.offsets) if group is not None else []
         out = []

@@ -2,20 +2,26 @@
 
 FindCoordinator (10) v0-4, JoinGroup (11) v0-9, Heartbeat (12) v0-4, LeaveGroup (13) v0-5,
 SyncGroup (14) v0-5, DescribeGroups (15) v0-5, ListGroups (16) v0-5, OffsetCommit (8) v0-9,
-OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0.
+OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0, ConsumerGroupHeartbeat (68)
+v0-1, ConsumerGroupDescribe (69) v0-1.
 
 Sources: the Kafka message schemas of those APIs; KIP-394 (MEMBER_ID_REQUIRED, JoinGroup v4+),
 KIP-345 (static membership, batched LeaveGroup v3+), KIP-559 (protocol type/name in JoinGroup
 v7+/SyncGroup v5+), KIP-814 (skip_assignment, JoinGroup v9), KIP-447 (require_stable,
 OffsetFetch v7+), KIP-709 (multi-group OffsetFetch v8+), KIP-699 (batched FindCoordinator v4+),
-KIP-518 (ListGroups states filter v4+), KIP-848 (ListGroups types filter v5: every LiteMQ group
-is ``classic``), KIP-229 (DeleteGroups), KIP-496 (OffsetDelete).
+KIP-518 (ListGroups states filter v4+), KIP-848 (consumer groups: ConsumerGroupHeartbeat,
+ConsumerGroupDescribe, member epochs in OffsetCommit v9 / OffsetFetch v9, ListGroups types filter
+v5: ``classic`` or ``consumer``), KIP-229 (DeleteGroups), KIP-496 (OffsetDelete).
+
+Topics travel by id in ConsumerGroupHeartbeat/Describe; the coordinator works with names, so
+this module maps between them (an id no topic has is dropped).
 
 This module only translates versions and checks ACLs; all group semantics live in
 :mod:`litemq.coordinator`.
 
 Authorization (Kafka ``KafkaApis``): FindCoordinator needs DESCRIBE on the group (transactional
-id); JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on the group;
+id); JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat and OffsetCommit READ on the
+group (ConsumerGroupHeartbeat also DESCRIBE on each subscribed topic); ConsumerGroupDescribe DESCRIBE;
 OffsetFetch and DescribeGroups DESCRIBE on it; DeleteGroups and OffsetDelete DELETE on it
 (GROUP_AUTHORIZATION_FAILED otherwise). OffsetCommit and OffsetDelete need READ on each topic
 and OffsetFetch DESCRIBE (TOPIC_AUTHORIZATION_FAILED per partition; a fetch of all offsets
@@ -29,13 +35,16 @@ from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names, authorized_operations
 from litemq.broker.coordinator_host import BrokerCoordinatorHost
 from litemq.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from litemq.coordinator.consumer_group import ConsumerGroup
+from litemq.coordinator.consumer_group_manager import ConsumerHeartbeat
 from litemq.coordinator.group import GroupState
+from litemq.coordinator.group_manager import group_type
+from litemq.coordinator.records import encode_consumer_assignment
 from litemq.coordinator.transaction import TXN_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.protocol.errors import ErrorCode as E
 
 INT32_MIN = -(2**31)
-GROUP_TYPE = "classic"
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 
 
@@ -201,7 +210,8 @@ async def handle_offset_commit(ctx, req) -> dict:
         p.commit_timestamp if v == 1 else -1))
     results = {} if not offsets and req.topics else await _coord(ctx).commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1, req.member_id if v >= 1 else "",
-        req.group_instance_id if v >= 7 else None, req.retention_time_ms if 2 <= v <= 4 else -1, offsets)
+        req.group_instance_id if v >= 7 else None, req.retention_time_ms if 2 <= v <= 4 else -1, offsets,
+        api_version=v)
     return commit_response(req.topics, readable, results, E.TOPIC_AUTHORIZATION_FAILED)
 
 
@@ -217,12 +227,13 @@ def _offset_topics(entries, v: int) -> list[dict]:
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int) -> tuple[int, list[dict]]:
+def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         err = E.GROUP_AUTHORIZATION_FAILED
     else:
-        err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable)
+        err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if err:
         if v < 2 and wanted:  # v0-1 have no group-level error: put it on every partition
             return err, _offset_topics([(tp, None, err) for tp in wanted], v)
@@ -241,7 +252,8 @@ def handle_offset_fetch(ctx, req) -> dict:
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable, v)
+            err, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable, v,
+                                       g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
         return {"throttle_time_ms": 0, "groups": groups}
     topics = req.topics if v >= 2 else (req.topics or [])
@@ -254,13 +266,13 @@ def handle_list_groups(ctx, req) -> dict:
     v = ctx.version
     states = {s.lower() for s in req.states_filter} if v >= 4 else set()
     types = {t.lower() for t in req.types_filter} if v >= 5 else set()
-    groups = [] if types and GROUP_TYPE not in types else _coord(ctx).list_groups(states)
+    groups = _coord(ctx).list_groups(states, types)
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
         visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in visible]
     return {"throttle_time_ms": 0, "error_code": E.NONE,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value, "group_type": GROUP_TYPE} for g in groups]}
+                        "group_state": g.state.value, "group_type": group_type(g)} for g in groups]}
 
 
 def _describe(ctx, group_id: str, include_ops: bool) -> dict:
@@ -275,6 +287,17 @@ def _describe(ctx, group_id: str, include_ops: bool) -> dict:
         out.update(error_code=err, group_state="")
         return out
     if g is None:
+        return out
+    if isinstance(g, ConsumerGroup):
+        # A KIP-848 group through the classic API: members with their current assignment as a
+        # ConsumerProtocolAssignment, the assignor as the protocol (tools that predate
+        # ConsumerGroupDescribe, LiteMQ's console).
+        out.update(group_state=g.state.value, protocol_type="consumer",
+                   protocol_data=_coord(ctx).consumer_group_assignor(g),
+                   members=[{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host, "member_metadata": b"",
+                             "member_assignment": encode_consumer_assignment(m.assigned)}
+                            for m in g.members.values()])
         return out
     stable = g.is_(GroupState.STABLE)
     out.update(group_state=g.state.value, protocol_type=g.protocol_type or "",
@@ -328,6 +351,95 @@ async def handle_offset_delete(ctx, req) -> dict:
                                         for p in t.partitions]} for t in req.topics]}
 
 
+# ---------------------------------------------------------------------- KIP-848
+def _ids_to_names(ctx, topic_partitions) -> dict[str, frozenset[int]] | None:
+    if topic_partitions is None:
+        return None
+    meta = ctx.runtime.metadata
+    out: dict[str, frozenset[int]] = {}
+    for tp in topic_partitions:
+        info = meta.topic_by_id(tp.topic_id)
+        if info is not None:
+            out[info.name] = out.get(info.name, frozenset()) | frozenset(tp.partitions)
+    return out
+
+
+def _names_to_ids(ctx, assignment: dict[str, frozenset[int]], with_names: bool = False) -> list[dict]:
+    topics = ctx.runtime.metadata.topics
+    out = []
+    for name in sorted(assignment):
+        info = topics.get(name)
+        if info is None or not assignment[name]:
+            continue
+        entry = {"topic_id": info.topic_id, "partitions": sorted(assignment[name])}
+        if with_names:
+            entry["topic_name"] = name
+        out.append(entry)
+    return out
+
+
+async def handle_consumer_group_heartbeat(ctx, req) -> dict:
+    """ConsumerGroupHeartbeat v0-1 (KIP-848)."""
+    def fail(code: int, message: str | None = None) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
+                "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+
+    if not _may_read_group(ctx, req.group_id):
+        return fail(E.GROUP_AUTHORIZATION_FAILED, "Authorization failed.")
+    names = req.subscribed_topic_names
+    if names:
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        if len(visible) != len(set(names)):
+            return fail(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    res = await _coord(ctx).consumer_group_heartbeat(ConsumerHeartbeat(
+        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
+        rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=list(names) if names is not None else None,
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
+        server_assignor=req.server_assignor, owned=_ids_to_names(ctx, req.topic_partitions),
+        client_id=ctx.header.client_id or "", client_host=_client_host(ctx), version=ctx.version))
+    if res.error:
+        return fail(res.error, res.error_message)
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "member_id": res.member_id,
+            "member_epoch": res.member_epoch, "heartbeat_interval_ms": res.heartbeat_interval_ms,
+            "assignment": None if res.assignment is None else
+            {"topic_partitions": _names_to_ids(ctx, res.assignment)}}
+
+
+def _describe_consumer_group(ctx, group_id: str, include_ops: bool) -> dict:
+    out = {"error_code": E.NONE, "error_message": None, "group_id": group_id, "group_state": "",
+           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+           "authorized_operations": INT32_MIN}
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        return out
+    coord = _coord(ctx)
+    err, msg, g = coord.consumer_group_describe(group_id)
+    if err:
+        out.update(error_code=err, error_message=msg)
+        return out
+    out.update(group_state=g.state.value, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
+               assignor_name=coord.consumer_group_assignor(g),
+               authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id, include_ops),
+               members=[{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                         "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": list(m.subscribed_topic_names),
+                         "subscribed_topic_regex": m.subscribed_topic_regex,
+                         "assignment": {"topic_partitions": _names_to_ids(ctx, m.assigned, True)},
+                         "target_assignment": {"topic_partitions": _names_to_ids(ctx, g.target.get(m.member_id, {}),
+                                                                                 True)},
+                         "member_type": 1}
+                        for m in g.members.values()])
+    return out
+
+
+def handle_consumer_group_describe(ctx, req) -> dict:
+    """ConsumerGroupDescribe v0-1 (KIP-848): GROUP_ID_NOT_FOUND for classic groups, as Kafka
+    (clients then describe them with DescribeGroups)."""
+    return {"throttle_time_ms": 0, "groups": [_describe_consumer_group(ctx, gid, req.include_authorized_operations)
+                                              for gid in req.group_ids]}
+
+
 def register(runtime) -> None:
     """Create the coordinator (loading ``__consumer_offsets``) and register the group APIs."""
     coordinator = GroupCoordinator(BrokerCoordinatorHost(runtime))
@@ -344,3 +456,5 @@ def register(runtime) -> None:
     runtime.register(9, handle_offset_fetch, 0, 9)
     runtime.register(42, handle_delete_groups, 0, 2)
     runtime.register(47, handle_offset_delete, 0, 0)
+    runtime.register(68, handle_consumer_group_heartbeat, 0, 1)
+    runtime.register(69, handle_consumer_group_describe, 0, 1)

@@ -1,0 +1,305 @@
+"""KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe at the wire level, against an
+embedded broker: epochs, revocation before assignment, static members, regexes, error codes,
+OffsetCommit/OffsetFetch member epochs, coexistence with classic groups, and reload from
+``__consumer_offsets`` after a restart.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from litemq.embedded import Broker
+from litemq.protocol.errors import ErrorCode as E
+from litemq.testing.wire import WireClient
+
+HB, DESCRIBE_CG, JOIN, LIST, DESCRIBE, COMMIT, FETCH, API_VERSIONS = 68, 69, 11, 16, 15, 8, 9, 18
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def make_broker(path, **kw):
+    kw.setdefault("group_consumer_heartbeat_interval_ms", 500)
+    b = Broker(data_dir=path, group_initial_rebalance_delay_ms=0, **kw)
+    b.create = lambda name, n=4: b.call(b.runtime.create_topic, name, n, 1, {})
+    b.topic_id = lambda name: b.runtime.metadata.topics[name].topic_id
+    return b
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with make_broker(tmp_path / "data") as b:
+        yield b
+
+
+def hb(c, group, member_id, epoch, topics=None, owned=None, regex=None, instance=None, assignor=None,
+       rebalance_timeout_ms=-1, version=1):
+    return c.request(HB, version, {
+        "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": instance,
+        "rack_id": None, "rebalance_timeout_ms": rebalance_timeout_ms, "subscribed_topic_names": topics,
+        "subscribed_topic_regex": regex, "server_assignor": assignor, "topic_partitions": owned})
+
+
+def join(c, group, topics=("t",), regex=None, instance=None, assignor=None, member_id=None):
+    member_id = member_id or uuid.uuid4().hex[:22]
+    r = hb(c, group, member_id, 0, topics=list(topics) if topics is not None else None, owned=[], regex=regex,
+           instance=instance, assignor=assignor, rebalance_timeout_ms=30000)
+    return member_id, r
+
+
+def parts(b, resp_assignment) -> dict[str, set[int]]:
+    names = {info.topic_id: name for name, info in b.runtime.metadata.topics.items()}
+    return {names[tp.topic_id]: set(tp.partitions) for tp in resp_assignment.topic_partitions}
+
+
+def owned(b, assignment: dict[str, set[int]]) -> list[dict]:
+    return [{"topic_id": b.topic_id(t), "partitions": sorted(ps)} for t, ps in assignment.items()]
+
+
+def two_settled_members(b, c, group, instance_a=None, instance_b=None):
+    """Member a joins, then b; a revokes half, b gets it: (a, a's partitions, b, b's partitions)."""
+    a, _ = join(c, group, instance=instance_a)
+    x, _ = join(c, group, instance=instance_b)
+    keep = parts(b, hb(c, group, a, 1).assignment)["t"]
+    hb(c, group, a, 1, owned=owned(b, {"t": keep}))
+    return a, keep, x, parts(b, hb(c, group, x, 2).assignment)["t"]
+
+
+def describe(c, group, version=1):
+    return c.request(DESCRIBE_CG, version, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+
+
+def test_api_versions_advertise_kip848(broker):
+    with WireClient("127.0.0.1", broker.port) as c:
+        keys = {k.api_key: (k.min_version, k.max_version) for k in c.request(API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"}).api_keys}
+    assert keys[68] == (0, 1) and keys[69] == (0, 1)
+
+
+def test_join_reconcile_leave_and_describe(broker):
+    broker.create("t", 4)
+    with WireClient("127.0.0.1", broker.port) as c:
+        a, r = join(c, "g")
+        assert r.error_code == E.NONE and r.member_epoch == 1 and r.heartbeat_interval_ms == 500
+        assert parts(broker, r.assignment) == {"t": {0, 1, 2, 3}}
+        b, r = join(c, "g")
+        assert r.error_code == E.NONE and r.member_epoch == 2
+        assert r.assignment is not None and parts(broker, r.assignment) == {}  # still owned by a
+        d = describe(c, "g")
+        assert d.group_state == "Reconciling" and d.group_epoch == 2 and d.assignment_epoch == 2
+        assert d.assignor_name == "uniform"
+        # a learns its new assignment (2 partitions) but stays at epoch 1 until it revoked
+        r = hb(c, "g", a, 1)
+        assert r.member_epoch == 1 and len(parts(broker, r.assignment)["t"]) == 2
+        a_keep = parts(broker, r.assignment)["t"]
+        # b asks again: nothing yet, a still holds them
+        r = hb(c, "g", b, 2)
+        assert r.assignment is None and r.member_epoch == 2
+        # a acknowledges the revocation
+        r = hb(c, "g", a, 1, owned=owned(broker, {"t": a_keep}))
+        assert r.member_epoch == 2
+        r = hb(c, "g", b, 2)
+        assert parts(broker, r.assignment) == {"t": {0, 1, 2, 3} - a_keep}
+        d = describe(c, "g")
+        assert d.group_state == "Stable"
+        members = {m.member_id: m for m in d.members}
+        assert {m.member_epoch for m in members.values()} == {2} and members[a].member_type == 1
+        assert {p for tp in members[b].assignment.topic_partitions for p in tp.partitions} == {0, 1, 2, 3} - a_keep
+        assert members[b].assignment.topic_partitions[0].topic_name == "t"
+        assert members[a].subscribed_topic_names == ["t"]
+        # leave
+        r = hb(c, "g", a, -1)
+        assert r.error_code == E.NONE and r.member_epoch == -1
+        r = hb(c, "g", b, 2)
+        assert r.member_epoch == 3 and parts(broker, r.assignment) == {"t": {0, 1, 2, 3}}
+        assert describe(c, "g").group_epoch == 3
+        # a classic group is not a consumer group
+        assert describe(c, "nope").error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_errors(broker):
+    broker.create("t", 2)
+    with WireClient("127.0.0.1", broker.port) as c:
+        assert hb(c, "", "m", 0, topics=["t"], owned=[], rebalance_timeout_ms=1).error_code == E.INVALID_REQUEST
+        assert hb(c, "g", "", 0, topics=["t"], owned=[], rebalance_timeout_ms=1).error_code == E.INVALID_REQUEST
+        assert hb(c, "g", "m", 0, topics=["t"], owned=None, rebalance_timeout_ms=1).error_code == E.INVALID_REQUEST
+        assert hb(c, "g", "m", 0, owned=[], rebalance_timeout_ms=1).error_code == E.INVALID_REQUEST
+        assert hb(c, "g", "m", -3).error_code == E.INVALID_REQUEST
+        assert join(c, "g", assignor="sticky")[1].error_code == E.UNSUPPORTED_ASSIGNOR
+        assert join(c, "g", topics=None, regex="t(")[1].error_code == E.INVALID_REGULAR_EXPRESSION
+        assert hb(c, "g", "unknown", 1).error_code == E.GROUP_ID_NOT_FOUND  # no such group
+        m, r = join(c, "g")
+        assert r.member_epoch == 1
+        assert hb(c, "g", "unknown", 1).error_code == E.UNKNOWN_MEMBER_ID
+        assert hb(c, "g", m, 5).error_code == E.FENCED_MEMBER_EPOCH
+        r = hb(c, "g", m, 1)
+        assert r.error_code == E.NONE
+        # v0: the coordinator generates the member id
+        r = c.request(HB, 0, {"group_id": "g0", "member_id": "", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+                              "subscribed_topic_names": ["t"], "topic_partitions": []})
+        assert r.error_code == E.NONE and r.member_id
+
+
+def test_group_max_size(tmp_path):
+    with make_broker(tmp_path / "d", group_consumer_max_size=1) as b:
+        b.create("t", 2)
+        with WireClient("127.0.0.1", b.port) as c:
+            assert join(c, "g")[1].error_code == E.NONE
+            assert join(c, "g")[1].error_code == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_unknown_assignor_setting_refuses_to_start(tmp_path):
+    with pytest.raises(Exception, match="unknown assignor"):
+        with make_broker(tmp_path / "d", group_consumer_assignors="uniform,sticky"):
+            pass
+
+
+def test_range_assignor_chosen_by_members(tmp_path):
+    with make_broker(tmp_path / "d", group_consumer_assignors="range,uniform") as b:
+        b.create("t", 3)
+        with WireClient("127.0.0.1", b.port) as c:
+            join(c, "g")
+            assert describe(c, "g").assignor_name == "range"
+            join(c, "g2", assignor="uniform")
+            assert describe(c, "g2").assignor_name == "uniform"
+
+
+def test_static_member_leaves_and_rejoins_with_its_partitions(broker):
+    broker.create("t", 4)
+    with WireClient("127.0.0.1", broker.port) as c:
+        a, _, b, b_parts = two_settled_members(broker, c, "gs", "i-a", "i-b")
+        epoch_before = describe(c, "gs").group_epoch
+        # b leaves temporarily: its partitions stay with it
+        r = hb(c, "gs", b, -2, instance="i-b")
+        assert r.error_code == E.NONE and r.member_epoch == -2
+        # while it is away another process with the same instance id is not let in
+        m2, r = join(c, "gs", instance="i-a")
+        assert r.error_code == E.UNRELEASED_INSTANCE_ID
+        # b comes back under a new member id, gets the same partitions, no rebalance
+        b2, r = join(c, "gs", instance="i-b")
+        assert r.error_code == E.NONE and parts(broker, r.assignment) == {"t": b_parts}
+        d = describe(c, "gs")
+        assert d.group_epoch == epoch_before and {m.member_id for m in d.members} == {a, b2}
+        assert {m.instance_id for m in d.members} == {"i-a", "i-b"}
+        assert hb(c, "gs", b, 2).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_regex_subscription_follows_new_topics(broker):
+    broker.create("orders-eu", 2)
+    broker.create("payments", 2)
+    with WireClient("127.0.0.1", broker.port) as c:
+        m, r = join(c, "gr", topics=None, regex="orders-.*")
+        assert parts(broker, r.assignment) == {"orders-eu": {0, 1}}
+        broker.create("orders-us", 1)
+        r = hb(c, "gr", m, r.member_epoch)
+        assert r.member_epoch == 2 and parts(broker, r.assignment) == {"orders-eu": {0, 1}, "orders-us": {0}}
+        assert describe(c, "gr").members[0].subscribed_topic_regex == "orders-.*"
+
+
+def test_session_timeout_removes_member(tmp_path):
+    with make_broker(tmp_path / "d", group_consumer_session_timeout_ms=600) as b:
+        b.create("t", 2)
+        with WireClient("127.0.0.1", b.port) as c:
+            a, _ = join(c, "g")
+            time.sleep(1.5)
+            d = describe(c, "g")
+            assert d.group_state == "Empty" and d.members == [] and d.group_epoch == 2
+            assert hb(c, "g", a, 1).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def commit(c, group, member, epoch, offsets, version=9):
+    r = c.request(COMMIT, version, {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+                                    "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o}
+                                                                          for (tt, p), o in offsets.items() if tt == t]}
+                                               for t in {t for t, _ in offsets}]})
+    return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
+
+
+def fetch(c, group, member=None, epoch=-1):
+    r = c.request(FETCH, 9, {"groups": [{"group_id": group, "member_id": member, "member_epoch": epoch,
+                                         "topics": None}], "require_stable": False})
+    g = r.groups[0]
+    return g.error_code, {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
+
+
+def test_offset_commit_and_fetch_check_member_epochs(broker):
+    broker.create("t", 2)
+    with WireClient("127.0.0.1", broker.port) as c:
+        m, r = join(c, "go")
+        assert commit(c, "go", m, 1, {("t", 0): 5}) == {0: E.NONE}
+        assert commit(c, "go", m, 0, {("t", 0): 6}) == {0: E.STALE_MEMBER_EPOCH}
+        assert commit(c, "go", "other", 1, {("t", 0): 6}) == {0: E.UNKNOWN_MEMBER_ID}
+        assert commit(c, "go", m, 1, {("t", 0): 6}, version=8) == {0: E.UNSUPPORTED_VERSION}
+        assert commit(c, "go", "", -1, {("t", 0): 6}) == {0: E.UNKNOWN_MEMBER_ID}  # group has members
+        assert fetch(c, "go", m, 1) == (E.NONE, {("t", 0): 5})
+        assert fetch(c, "go", m, 0)[0] == E.STALE_MEMBER_EPOCH
+        assert fetch(c, "go", "x", 1)[0] == E.UNKNOWN_MEMBER_ID
+        assert fetch(c, "go") == (E.NONE, {("t", 0): 5})  # admin fetch, no member
+        hb(c, "go", m, -1)
+        assert commit(c, "go", "", -1, {("t", 1): 7}) == {1: E.NONE}  # empty: admin commits
+
+
+def test_coexistence_with_classic_groups(broker):
+    broker.create("t", 2)
+    sub = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
+    with WireClient("127.0.0.1", broker.port) as c:
+        # offsets committed by a simple consumer; the first heartbeat converts the empty group
+        assert commit(c, "conv", "", -1, {("t", 0): 3}) == {0: E.NONE}
+        m, r = join(c, "conv")
+        assert r.error_code == E.NONE
+        assert fetch(c, "conv", m, r.member_epoch) == (E.NONE, {("t", 0): 3})
+        # a classic JoinGroup to a consumer group with members
+        jr = c.request(JOIN, 5, {"group_id": "conv", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": sub}]})
+        assert jr.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+        # a classic group with members refuses ConsumerGroupHeartbeat
+        jr = c.request(JOIN, 3, {"group_id": "classic", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": sub}]})
+        assert jr.error_code == E.NONE
+        assert join(c, "classic")[1].error_code == E.GROUP_ID_NOT_FOUND
+        assert describe(c, "classic").error_code == E.GROUP_ID_NOT_FOUND
+        groups = {g.group_id: g for g in c.request(LIST, 5, {"states_filter": [], "types_filter": []}).groups}
+        assert groups["conv"].group_type == "consumer" and groups["classic"].group_type == "classic"
+        assert [g.group_id for g in c.request(LIST, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups] \
+            == ["conv"]
+        assert [g.group_id for g in c.request(LIST, 5, {"states_filter": [], "types_filter": ["Classic"]}).groups] \
+            == ["classic"]
+        # DescribeGroups shows the consumer group's members and assignment
+        dg = c.request(DESCRIBE, 5, {"groups": ["conv"], "include_authorized_operations": False}).groups[0]
+        assert dg.error_code == E.NONE and dg.protocol_type == "consumer" and dg.protocol_data == "uniform"
+        assert [mm.member_id for mm in dg.members] == [m]
+        # the consumer group empties: a classic JoinGroup converts it back, offsets kept
+        hb(c, "conv", m, -1)
+        jr = c.request(JOIN, 3, {"group_id": "conv", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": sub}]})
+        assert jr.error_code == E.NONE
+        assert fetch(c, "conv") == (E.NONE, {("t", 0): 3})
+
+
+def test_group_state_survives_restart(tmp_path):
+    data = tmp_path / "d"
+    with make_broker(data) as b:
+        b.create("t", 4)
+        port = b.port
+        with WireClient("127.0.0.1", b.port) as c:
+            a, keep, x, x_parts = two_settled_members(b, c, "gp", instance_b="i-x")
+            assert commit(c, "gp", a, 2, {("t", min(keep)): 11}) == {min(keep): E.NONE}
+            before = describe(c, "gp")
+    with make_broker(data, port=port) as b:
+        with WireClient("127.0.0.1", b.port) as c:
+            after = describe(c, "gp")
+            assert (after.group_epoch, after.assignment_epoch, after.group_state) == \
+                (before.group_epoch, before.assignment_epoch, "Stable")
+            assert {(m.member_id, m.member_epoch, m.instance_id) for m in after.members} == \
+                {(m.member_id, m.member_epoch, m.instance_id) for m in before.members}
+            # the members carry on with their epochs
+            r = hb(c, "gp", x, 2)
+            assert r.error_code == E.NONE and r.member_epoch == 2
+            r = hb(c, "gp", x, 2, topics=["t"], owned=owned(b, {"t": x_parts}), rebalance_timeout_ms=30000)
+            assert parts(b, r.assignment) == {"t": x_parts}
+            assert fetch(c, "gp", a, 2) == (E.NONE, {("t", min(keep)): 11})
