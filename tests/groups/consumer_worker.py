@@ -2,8 +2,10 @@
 
     python consumer_worker.py CLIENT BOOTSTRAP TOPIC GROUP EVENTS_FILE [--assignor NAME] [--session-ms N]
 
-CLIENT is ``confluent``, ``kafka-python`` or ``aiokafka``. Every event is one JSON line in
-EVENTS_FILE, flushed at once (the process may be SIGKILLed any time):
+CLIENT is ``confluent``, ``confluent-consumer`` (confluent-kafka with ``group.protocol=consumer``,
+KIP-848: ``--assignor`` and ``--session-ms`` do not apply), ``kafka-python`` or ``aiokafka``;
+``--client-id`` sets confluent-kafka's client id (shown by ConsumerGroupDescribe).
+Every event is one JSON line in EVENTS_FILE, flushed at once (the process may be SIGKILLed any time):
 
 - ``{"ev": "start", "t": ...}`` / ``{"ev": "stop", "t": ...}``
 - ``{"ev": "assign", "t": ..., "parts": [p...]}`` partitions added to what this process owns
@@ -49,9 +51,14 @@ def run_confluent(a, log: Events) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
-            "max.poll.interval.ms": 20000, "partition.assignment.strategy": a.assignor,
-            "enable.partition.eof": False}
+            "auto.offset.reset": "earliest", "enable.partition.eof": False}
+    if a.client == "confluent-consumer":  # KIP-848: the coordinator assigns, heartbeats are its to pace
+        conf.update({"group.protocol": "consumer", "topic.metadata.refresh.interval.ms": 1000})
+    else:
+        conf.update({"session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
+                     "max.poll.interval.ms": 20000, "partition.assignment.strategy": a.assignor})
+    if a.client_id:
+        conf["client.id"] = a.client_id
     if a.instance_id:
         conf["group.instance.id"] = a.instance_id
     c = Consumer(conf)
@@ -206,7 +213,7 @@ def run_aiokafka(a, log: Events) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("client", choices=["confluent", "kafka-python", "aiokafka"])
+    ap.add_argument("client", choices=["confluent", "confluent-consumer", "kafka-python", "aiokafka"])
     ap.add_argument("bootstrap")
     ap.add_argument("topic")
     ap.add_argument("group")
@@ -214,11 +221,13 @@ def main() -> None:
     ap.add_argument("--assignor", default="range")
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--instance-id", default=None)
+    ap.add_argument("--client-id", default=None)
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     log = Events(a.events)
     log("boot", pid=os.getpid())
-    {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[a.client](a, log)
+    {"confluent": run_confluent, "confluent-consumer": run_confluent, "kafka-python": run_kafka_python,
+     "aiokafka": run_aiokafka}[a.client](a, log)
 
 
 if __name__ == "__main__":

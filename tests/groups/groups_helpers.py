@@ -68,6 +68,7 @@ class Worker:
                 "--session-ms", str(SESSION_MS)]
         if instance_id:
             args += ["--instance-id", instance_id]
+        args += ["--client-id", name]
         self.log = open(tmp / f"{name}.log", "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.killed_at: float | None = None
@@ -230,6 +231,33 @@ def stop_all(workers: list[Worker]) -> None:
     for w in workers:
         if w.killed_at is None:
             w.terminate()
+
+
+def consumer_group_describe(host: str, port: int, group: str):
+    """The ConsumerGroupDescribe v1 (KIP-848) entry of ``group``, asked of the broker at host:port."""
+    from litemq.testing.wire import WireClient
+
+    with WireClient(host, port) as c:
+        return c.request(69, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+
+
+def stable_assignment(addr_of, group: str, clients: set[str], timeout_s: float = 60.0) -> dict[str, set[int]]:
+    """Wait until the KIP-848 ``group`` is Stable with exactly the members whose client ids are
+    ``clients``; return client id -> partitions. ``addr_of()`` gives the coordinator's (host, port)."""
+    last = {}
+
+    def ok():
+        try:
+            d = consumer_group_describe(*addr_of(), group)
+        except OSError:
+            return None
+        last["d"] = d
+        if d.error_code != 0 or d.group_state != "Stable":
+            return None
+        got = {m.client_id: {p for tp in m.assignment.topic_partitions for p in tp.partitions} for m in d.members}
+        return got if set(got) == clients and len(d.members) == len(clients) else None
+
+    return wait_until(ok, timeout_s, f"group {group} stable with members {sorted(clients)}")
 
 
 def child_env() -> dict[str, str]:
