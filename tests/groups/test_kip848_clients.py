@@ -6,17 +6,33 @@ move; committed offsets carry over; every record is consumed. At the same time a
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groups_helpers import (BackgroundProducer, Worker, assert_delivery, assert_no_double_ownership, committed_offsets,
-                            consumer_group_describe, end_offsets, stable_assignment, stop_all, wait_until)
+from groups_helpers import (BackgroundProducer, Worker, assert_delivery, assert_no_double_ownership, child_env,
+                            committed_offsets, consumer_group_describe, end_offsets, stable_assignment, stop_all,
+                            wait_until)
 from litemq.testing.process import BrokerProcess
 
 pytestmark = [pytest.mark.timeout(240)]
 
 OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "6000"}
 PARTITIONS = 6
+
+
+def litemq_cli(bs: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "litemq.cli", *args, "-b", bs], capture_output=True, text=True,
+                       env=child_env(), timeout=60)
+    assert r.returncode == 0, r.stderr + r.stdout
+    return r.stdout
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of every row of the rich tables in ``text``."""
+    return [[c.strip() for c in line.strip().strip("│").split("│")] for line in text.splitlines() if "│" in line]
 
 
 def test_kip848_consumers_join_leave_killed_with_classic_group_alongside(tmp_path):
@@ -87,6 +103,17 @@ def test_kip848_consumers_join_leave_killed_with_classic_group_alongside(tmp_pat
             d848, dclassic = desc["g848"].result(timeout=30), desc["g-classic"].result(timeout=30)
             assert d848.type.name == "CONSUMER" and [m.client_id for m in d848.members] == ["w3"]
             assert dclassic.type.name == "CLASSIC" and len(dclassic.members) == 2
+            # litemq group list / describe show the type, epochs and assignments
+            listing = litemq_cli(bs, "group", "list")
+            assert ["g848", "consumer", "Stable", "no"] in table_rows(listing), listing
+            assert ["g-classic", "classic", "Stable", "no"] in table_rows(listing), listing
+            shown = litemq_cli(bs, "group", "describe", "g848")
+            d = consumer_group_describe(*addr(), "g848")
+            assert "type consumer" in shown and f"group epoch {d.group_epoch}" in shown, shown
+            m = d.members[0]
+            assert [m.member_id, "w3", "-", str(m.member_epoch), "kip848:0,1,2,3,4,5", "kip848:0,1,2,3,4,5"] \
+                in table_rows(shown), shown
+            assert "type classic" in litemq_cli(bs, "group", "describe", "g-classic")
             print(f"\nassignments {s1} -> {s2} -> {s3} -> (w2 killed) {s4} -> (w1 left) {s5}; "
                   f"{len(produced)} + {len(classic_produced)} records")
         finally:

@@ -1,9 +1,13 @@
 """``litemq group ...``: consumer group tooling, like Kafka's ``kafka-consumer-groups.sh``.
 
-``list``, ``describe GROUP`` (members, their partitions, committed offset, log end offset and
-lag per partition), ``delete GROUP`` and ``reset-offsets GROUP --topic T --to-...``. They use
-confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit,
-DeleteGroups, ListOffsets), so they work against LiteMQ and against any Kafka cluster.
+``list`` (with each group's type: ``classic`` or ``consumer``, KIP-848), ``describe GROUP``
+(members, their partitions, committed offset, log end offset and lag per partition; for a
+``consumer`` group also the group and assignment epochs and each member's epoch, current and
+target assignment), ``delete GROUP`` and ``reset-offsets GROUP --topic T --to-...``. They use
+confluent-kafka's AdminClient (ListGroups, ConsumerGroupDescribe/DescribeGroups, OffsetFetch,
+OffsetCommit, DeleteGroups, ListOffsets), so they work against LiteMQ and against any Kafka
+cluster; the member epochs come from one ConsumerGroupDescribe sent to the group's coordinator
+(plaintext listeners only: with TLS/SASL client settings they are left out).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from datetime import datetime, timezone
 import click
 
 from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin, _reason, bootstrap_option
+from litemq.cli.client_config import client_config
 from litemq.cli.common import CliError, console, make_table
 
 
@@ -27,6 +32,35 @@ def _state_name(state) -> str:
     name = getattr(state, "name", str(state))
     return {"PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance"}.get(
         name, name.capitalize())
+
+
+def _type_name(group_type) -> str:
+    """confluent-kafka's ConsumerGroupType -> ``consumer`` / ``classic`` (``-`` when unknown)."""
+    name = getattr(group_type, "name", "") or ""
+    return name.lower() if name in ("CONSUMER", "CLASSIC") else "-"
+
+
+def _consumer_group_epochs(bootstrap: str, desc) -> object | None:
+    """ConsumerGroupDescribe (KIP-848) of ``desc``'s group, asked of its coordinator: group and
+    assignment epochs, member epochs and target assignments. None when it cannot be asked
+    (a TLS/SASL client config, the coordinator unreachable, an error answer)."""
+    from litemq.testing.wire import WireClient
+
+    if str(client_config(bootstrap).get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
+        return None
+    node = desc.coordinator
+    try:
+        with WireClient(node.host, node.port, timeout_s=CLIENT_TIMEOUT_S) as c:
+            g = c.request(69, 0, {"group_ids": [desc.group_id], "include_authorized_operations": False},
+                          client_id="litemq-cli").groups[0]
+    except (OSError, ConnectionError, ValueError):
+        return None
+    return g if g.error_code == 0 else None
+
+
+def _parts(assignment) -> str:
+    by_topic = {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
+    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items()) if ps) or "-"
 
 
 def _committed(admin, group: str) -> dict[tuple[str, int], int]:
@@ -62,9 +96,10 @@ def group_list(bootstrap) -> None:
     """List consumer groups with their state."""
     admin = _admin(bootstrap)
     res = _result(admin.list_consumer_groups(request_timeout=CLIENT_TIMEOUT_S), "cannot list groups")
-    table = make_table("GROUP", "STATE", "SIMPLE")
+    table = make_table("GROUP", "TYPE", "STATE", "SIMPLE")
     for g in sorted(res.valid, key=lambda g: g.group_id):
-        table.add_row(g.group_id, _state_name(g.state), "yes" if g.is_simple_consumer_group else "no")
+        table.add_row(g.group_id, _type_name(getattr(g, "type", None)), _state_name(g.state),
+                      "yes" if g.is_simple_consumer_group else "no")
     console.print(table)
 
 
@@ -86,7 +121,8 @@ def group_describe(group_id, bootstrap) -> None:
     if not desc.members and not committed and _state_name(desc.state) == "Dead":
         raise CliError(f"group {group_id!r} does not exist")
     ends = _list_offsets(admin, partitions, OffsetSpec.latest())
-    console.print(f"group [bold]{group_id}[/]  state {_state_name(desc.state)}  assignor "
+    kind = _type_name(getattr(desc, "type", None))
+    console.print(f"group [bold]{group_id}[/]  type {kind}  state {_state_name(desc.state)}  assignor "
                   f"{desc.partition_assignor or '-'}  members {len(desc.members)}")
     table = make_table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
     for tp in partitions:
@@ -98,6 +134,17 @@ def group_describe(group_id, bootstrap) -> None:
     idle = [m for m in desc.members if not m.assignment or not m.assignment.topic_partitions]
     for m in idle:
         console.print(f"member {m.member_id} ({m.client_id}, {m.host}) has no partitions")
+    if kind == "consumer":
+        epochs = _consumer_group_epochs(bootstrap, desc)
+        if epochs is None:
+            console.print("(member epochs unavailable: ConsumerGroupDescribe could not be asked of the coordinator)")
+            return
+        console.print(f"group epoch {epochs.group_epoch}  assignment epoch {epochs.assignment_epoch}")
+        members = make_table("MEMBER-ID", "CLIENT-ID", "INSTANCE-ID", "MEMBER-EPOCH", "ASSIGNMENT", "TARGET")
+        for m in sorted(epochs.members, key=lambda m: m.client_id + m.member_id):
+            members.add_row(m.member_id, m.client_id, m.instance_id or "-", str(m.member_epoch),
+                            _parts(m.assignment), _parts(m.target_assignment))
+        console.print(members)
 
 
 @group.command("delete")
