@@ -131,8 +131,7 @@ class ConsumerGroupManager:
             except re.error:
                 rx = None
             if rx is not None:
-                out |= {name for name, info in topics.items()
-                        if not getattr(info, "internal", False) and not name.startswith("__") and rx.fullmatch(name)}
+                out |= {name for name, info in topics.items() if not info.internal and rx.fullmatch(name)}
         return frozenset(out)
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, int]:
