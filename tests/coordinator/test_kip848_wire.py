@@ -42,10 +42,11 @@ def hb(c, group, member_id, epoch, topics=None, owned=None, regex=None, instance
         "subscribed_topic_regex": regex, "server_assignor": assignor, "topic_partitions": owned})
 
 
-def join(c, group, topics=("t",), regex=None, instance=None, assignor=None, member_id=None):
+def join(c, group, topics=("t",), regex=None, instance=None, assignor=None, member_id=None,
+         rebalance_timeout_ms=30000):
     member_id = member_id or uuid.uuid4().hex[:22]
     r = hb(c, group, member_id, 0, topics=list(topics) if topics is not None else None, owned=[], regex=regex,
-           instance=instance, assignor=assignor, rebalance_timeout_ms=30000)
+           instance=instance, assignor=assignor, rebalance_timeout_ms=rebalance_timeout_ms)
     return member_id, r
 
 
@@ -303,3 +304,35 @@ def test_group_state_survives_restart(tmp_path):
             r = hb(c, "gp", x, 2, topics=["t"], owned=owned(b, {"t": x_parts}), rebalance_timeout_ms=30000)
             assert parts(b, r.assignment) == {"t": x_parts}
             assert fetch(c, "gp", a, 2) == (E.NONE, {("t", min(keep)): 11})
+
+
+def test_member_that_does_not_revoke_is_removed_after_its_rebalance_timeout(broker):
+    broker.create("t", 2)
+    with WireClient("127.0.0.1", broker.port) as c:
+        a, _ = join(c, "gt", rebalance_timeout_ms=500)
+        b, _ = join(c, "gt")
+        r = hb(c, "gt", a, 1, owned=owned(broker, {"t": {0, 1}}))  # told to give one up; keeps both
+        assert r.member_epoch == 1 and len(parts(broker, r.assignment)["t"]) == 1
+        time.sleep(1.2)
+        assert hb(c, "gt", a, 1).error_code == E.UNKNOWN_MEMBER_ID
+        r = hb(c, "gt", b, 2)
+        assert parts(broker, r.assignment) == {"t": {0, 1}} and r.member_epoch == 3
+
+
+def test_delete_empty_consumer_group_survives_restart(tmp_path):
+    data = tmp_path / "d"
+    with make_broker(data) as b:
+        b.create("t", 2)
+        port = b.port
+        with WireClient("127.0.0.1", b.port) as c:
+            m, r = join(c, "gd")
+            assert commit(c, "gd", m, 1, {("t", 0): 4}) == {0: E.NONE}
+            r = c.request(42, 2, {"groups_names": ["gd"]})
+            assert r.results[0].error_code == E.NON_EMPTY_GROUP
+            hb(c, "gd", m, -1)
+            assert c.request(42, 2, {"groups_names": ["gd"]}).results[0].error_code == E.NONE
+            assert describe(c, "gd").error_code == E.GROUP_ID_NOT_FOUND
+    with make_broker(data, port=port) as b:
+        with WireClient("127.0.0.1", b.port) as c:
+            assert describe(c, "gd").error_code == E.GROUP_ID_NOT_FOUND
+            assert fetch(c, "gd") == (E.NONE, {})
