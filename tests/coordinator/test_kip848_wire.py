@@ -336,3 +336,42 @@ def test_delete_empty_consumer_group_survives_restart(tmp_path):
         with WireClient("127.0.0.1", b.port) as c:
             assert describe(c, "gd").error_code == E.GROUP_ID_NOT_FOUND
             assert fetch(c, "gd") == (E.NONE, {})
+
+
+def test_exactly_once_with_a_consumer_group_member(broker):
+    """send_offsets_to_transaction from a group.protocol=consumer consumer: TxnOffsetCommit with
+    the member id and epoch; the offsets become visible when the transaction commits."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+    from confluent_kafka.admin import AdminClient
+
+    broker.create("in", 2)
+    broker.create("out", 2)
+    bs = broker.bootstrap_servers
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(20):
+        p.produce("in", str(i).encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": "eos", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.subscribe(["in"])
+    tp = Producer({"bootstrap.servers": bs, "transactional.id": "kip848-eos"})
+    tp.init_transactions(30)
+    copied = 0
+    deadline = time.monotonic() + 30
+    try:
+        while copied < 20:
+            assert time.monotonic() < deadline, f"copied {copied} of 20"
+            msgs = [m for m in c.consume(50, 0.5) if m.error() is None]
+            if not msgs:
+                continue
+            tp.begin_transaction()
+            for m in msgs:
+                tp.produce("out", m.value())
+            copied += len(msgs)
+            tp.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+            tp.commit_transaction(30)
+        admin = AdminClient({"bootstrap.servers": bs})
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("eos")])["eos"].result(timeout=30)
+        assert {t.partition: t.offset for t in res.topic_partitions} == {0: 10, 1: 10}
+    finally:
+        c.close()
