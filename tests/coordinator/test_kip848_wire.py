@@ -185,6 +185,11 @@ def test_static_member_leaves_and_rejoins_with_its_partitions(broker):
         assert d.group_epoch == epoch_before and {m.member_id for m in d.members} == {a, b2}
         assert {m.instance_id for m in d.members} == {"i-a", "i-b"}
         assert hb(c, "gs", b, 2).error_code == E.UNKNOWN_MEMBER_ID
+        # the same member id may come back too (a process that kept it)
+        assert hb(c, "gs", b2, -2, instance="i-b").member_epoch == -2
+        _, r = join(c, "gs", instance="i-b", member_id=b2)
+        assert r.error_code == E.NONE and r.member_epoch == epoch_before
+        assert parts(broker, r.assignment) == {"t": b_parts}
 
 
 def test_regex_subscription_follows_new_topics(broker):

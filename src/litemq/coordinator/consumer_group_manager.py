@@ -327,6 +327,10 @@ class ConsumerGroupManager:
                 log.info("group %s: static member %s rejoined as %s", group.group_id, hb.instance_id, new_id)
                 return E.NONE, None, static, False
             if member is not None:
+                if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # A static member that left with -2 rejoins under the same member id.
+                    member.member_epoch = member.previous_member_epoch = 0
+                    member.state = MemberState.STABLE
                 return E.NONE, None, member, False
             if len(group.members) >= self._max_group_size():
                 return E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self._max_group_size()} members.", None, False
