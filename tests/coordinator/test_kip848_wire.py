@@ -380,3 +380,44 @@ def test_exactly_once_with_a_consumer_group_member(broker):
         assert {t.partition: t.offset for t in res.topic_partitions} == {0: 10, 1: 10}
     finally:
         c.close()
+
+
+def test_static_confluent_consumer_restarts_without_a_rebalance(broker):
+    """librdkafka with group.instance.id: close() leaves with epoch -2, a new consumer with the
+    same instance id gets the same partitions back and the group epoch does not move."""
+    from confluent_kafka import Consumer
+
+    broker.create("t", 4)
+
+    def consumer(instance: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "gsc", "group.protocol": "consumer",
+                      "group.instance.id": instance})
+        c.subscribe(["t"])
+        return c
+
+    def state():
+        with WireClient("127.0.0.1", broker.port) as c:
+            d = describe(c, "gsc")
+        return d.group_state, d.group_epoch, {m.instance_id: (m.member_epoch, frozenset(
+            p for tp in m.assignment.topic_partitions for p in tp.partitions)) for m in d.members}
+
+    def poll_until(consumers, pred, what):
+        deadline = time.monotonic() + 30
+        while not pred():
+            assert time.monotonic() < deadline, f"{what}: {state()}"
+            for c in consumers:
+                c.poll(0.1)
+
+    a, b = consumer("A"), consumer("B")
+    poll_until([a, b], lambda: state()[0] == "Stable" and len(state()[2]) == 2
+               and all(len(ps) == 2 for _, ps in state()[2].values()), "two static members, two partitions each")
+    _, epoch, before = state()
+    b.close()
+    poll_until([a], lambda: state()[2]["B"][0] == -2, "B left with -2")
+    assert state()[2]["B"][1] == before["B"][1]  # still assigned to B
+    b = consumer("B")
+    poll_until([a, b], lambda: state()[0] == "Stable" and state()[2]["B"][0] > 0, "B back")
+    _, epoch_after, after = state()
+    assert epoch_after == epoch and {k: v[1] for k, v in after.items()} == {k: v[1] for k, v in before.items()}
+    a.close()
+    b.close()
