@@ -130,6 +130,8 @@ def test_errors(broker):
         assert hb(c, "g", "m", -3).error_code == E.INVALID_REQUEST
         assert join(c, "g", assignor="sticky")[1].error_code == E.UNSUPPORTED_ASSIGNOR
         assert join(c, "g", topics=None, regex="t(")[1].error_code == E.INVALID_REGULAR_EXPRESSION
+        bad = join(c, "g", topics=None, regex=r"(t)\1")[1]  # RE2 (Kafka's syntax) has no backreferences
+        assert bad.error_code == E.INVALID_REGULAR_EXPRESSION and "invalid escape" in bad.error_message
         assert hb(c, "g", "unknown", 1).error_code == E.GROUP_ID_NOT_FOUND  # no such group
         m, r = join(c, "g")
         assert r.member_epoch == 1
@@ -195,7 +197,11 @@ def test_static_member_leaves_and_rejoins_with_its_partitions(broker):
 def test_regex_subscription_follows_new_topics(broker):
     broker.create("orders-eu", 2)
     broker.create("payments", 2)
+    broker.create("a" * 200, 1)
     with WireClient("127.0.0.1", broker.port) as c:
+        # a pattern that backtracks exponentially in Python's re is linear in RE2
+        m0, r = join(c, "gslow", topics=None, regex="(a+)+b")
+        assert r.error_code == E.NONE and parts(broker, r.assignment) == {}
         m, r = join(c, "gr", topics=None, regex="orders-.*")
         assert parts(broker, r.assignment) == {"orders-eu": {0, 1}}
         broker.create("orders-us", 1)

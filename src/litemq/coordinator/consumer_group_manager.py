@@ -19,20 +19,22 @@ One heartbeat (:meth:`consumer_group_heartbeat`):
 6. append the changed records (:mod:`litemq.coordinator.consumer_group_records`) to
    ``__consumer_offsets``, and answer once they are committed.
 
-Regular expressions (``SubscribedTopicRegex``) are Python ``re`` patterns matched against the
-whole topic name (``re.fullmatch``), where Kafka uses RE2/J (also a whole-name match); the
-syntax both accept (classes, alternation, repetition) behaves the same. Internal topics never
-match. Regexes are resolved again at every heartbeat of the group, so a new matching topic is
-assigned at the next heartbeat.
+Regular expressions (``SubscribedTopicRegex``) are RE2 patterns (``google-re2``, the library
+Kafka's RE2/J ports: same syntax, linear-time matching, so no pattern a client sends can stall
+the coordinator) matched against whole topic names, as Kafka does. Internal topics never match.
+Regexes are resolved again at every heartbeat of the group, so a new matching topic is assigned
+at the next heartbeat.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
-import re
 import uuid
 from dataclasses import dataclass
+
+import re2
 
 from litemq import limits
 from litemq.coordinator.assignors import ASSIGNORS, Assignment, MemberSubscription, configured_assignors
@@ -94,6 +96,22 @@ def _assignment_equal(a: Assignment, b: Assignment) -> bool:
     return {t: ps for t, ps in a.items() if ps} == {t: ps for t, ps in b.items() if ps}
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its INVALID_REGULAR_EXPRESSION, not our log line
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_topic_regex(pattern: str):
+    """The compiled RE2 ``pattern`` (Kafka's RE2/J syntax). Raises ``re2.error`` when invalid."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _re2_message(exc: Exception) -> str:
+    """google-re2 raises its errors with a bytes message."""
+    arg = exc.args[0] if exc.args else exc
+    return arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
+
+
 def _metadata_hash(topics: dict[str, int]) -> int:
     h = hashlib.blake2b(repr(sorted(topics.items())).encode(), digest_size=8).digest()
     return int.from_bytes(h, "big", signed=True)
@@ -127,8 +145,8 @@ class ConsumerGroupManager:
         out = {t for t in member.subscribed_topic_names if t in topics}
         if member.subscribed_topic_regex:
             try:
-                rx = re.compile(member.subscribed_topic_regex)
-            except re.error:
+                rx = compile_topic_regex(member.subscribed_topic_regex)
+            except re2.error:
                 rx = None
             if rx is not None:
                 out |= {name for name, info in topics.items() if not info.internal and rx.fullmatch(name)}
@@ -267,9 +285,9 @@ class ConsumerGroupManager:
             return E.INVALID_REQUEST, "InstanceId can't be null."
         if hb.subscribed_topic_regex is not None:
             try:
-                re.compile(hb.subscribed_topic_regex)
-            except re.error as exc:
-                return E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{hb.subscribed_topic_regex}` is not a valid regular expression: {exc}."
+                compile_topic_regex(hb.subscribed_topic_regex)
+            except re2.error as exc:
+                return E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{hb.subscribed_topic_regex}` is not a valid regular expression: {_re2_message(exc)}."
         if hb.server_assignor is not None and hb.server_assignor not in self._assignor_names():
             return E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {hb.server_assignor} is not supported. Supported assignors: {', '.join(self._assignor_names())}."
         return E.NONE, None
