@@ -427,3 +427,30 @@ def test_static_confluent_consumer_restarts_without_a_rebalance(broker):
     assert epoch_after == epoch and {k: v[1] for k, v in after.items()} == {k: v[1] for k, v in before.items()}
     a.close()
     b.close()
+
+
+def test_confluent_regex_subscription(broker):
+    """librdkafka's ``^...`` subscription travels as SubscribedTopicRegex; a topic created later
+    that matches is assigned without resubscribing."""
+    from confluent_kafka import Consumer
+
+    broker.create("orders-eu", 2)
+    broker.create("payments", 2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "grx", "group.protocol": "consumer",
+                  "topic.metadata.refresh.interval.ms": 1000})
+    c.subscribe(["^orders-.*"])
+
+    def assigned_within(want, timeout_s=20):
+        deadline = time.monotonic() + timeout_s
+        while {(tp.topic, tp.partition) for tp in c.assignment()} != want:
+            assert time.monotonic() < deadline, f"assignment {c.assignment()} != {want}"
+            c.poll(0.1)
+
+    try:
+        assigned_within({("orders-eu", 0), ("orders-eu", 1)})
+        broker.create("orders-us", 1)
+        assigned_within({("orders-eu", 0), ("orders-eu", 1), ("orders-us", 0)})
+        with WireClient("127.0.0.1", broker.port) as w:
+            assert describe(w, "grx").members[0].subscribed_topic_regex == "(^orders-.*)"  # librdkafka joins with |
+    finally:
+        c.close()
