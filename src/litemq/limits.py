@@ -108,6 +108,11 @@ ADMIN_RETRY_BACKOFF_MS = 100
 its leadership, is asked again after this long (or as soon as the known leader changes)."""
 
 METADATA_LEADER_REFRESH_WAIT_MS = 500
+CREATE_TOPIC_PROPAGATION_WAIT_MS = 2000
+"""The metadata leader answers a topic creation (or new partitions) once every live broker
+reported, in its heartbeat, that it applied the record - at most this long after the commit -
+so a client that goes on through any broker finds the topic (brokers heartbeat at once after
+applying one)."""
 """A Metadata request that would report a partition without a leader first asks the metadata
 leader for the current leaders (an out-of-turn heartbeat) and waits this long at most for the
 answer (a partition whose leader is really down is then reported LEADER_NOT_AVAILABLE)."""

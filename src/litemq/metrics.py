@@ -408,9 +408,9 @@ class _BrokerCollector:
         for p in parts:
             labels = [p.topic, str(p.index)]
             size.add_metric(labels, p.log.size_bytes)
-            leo.add_metric(labels, p.log_end_offset)
-            lso.add_metric(labels, p.log_start_offset)
-            hw.add_metric(labels, p.high_watermark)
+            leo.add_metric(labels, p.kafka_log_end_offset)  # Kafka offsets (issue 19)
+            lso.add_metric(labels, p.kafka_log_start_offset)
+            hw.add_metric(labels, p.kafka_high_watermark)
             failed = getattr(p, "_offline", False) or getattr(getattr(p, "group", None), "failed", False)
             if failed:
                 offline_local += 1

@@ -137,7 +137,13 @@ def test_first_record_at_offset_zero_and_idle_leader_changes_take_no_offset(clus
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "dense",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 0)
+        try:
+            wm = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        except Exception as exc:
+            seen = {n: AdminClient({"bootstrap.servers": cluster.node(n).bootstrap_servers}).list_topics(
+                topic, timeout=10).topics[topic] for n in cluster.node_ids}
+            raise AssertionError(f"{exc}: {[(n, md.error, [(q.id, q.leader, q.error) for q in md.partitions.values()]) for n, md in seen.items()]}")
+        assert wm == (0, 0)
         p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
         offsets = []
 

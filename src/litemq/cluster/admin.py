@@ -6,7 +6,7 @@ topics; producer-id blocks.
 
 :class:`ClusterAdmin` is one part of :class:`~litemq.cluster.manager.ClusterManager`; it uses
 the manager's ``meta`` group, ``image``, ``host``, ``transport``, ``loop``, ``_propose_and_wait``,
-``wait_applied``, ``_live_ids`` and ``_spawn``. Event-loop thread only.
+``wait_applied``, ``wait_applied_everywhere``, ``_live_ids`` and ``_spawn``. Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -91,7 +91,11 @@ class ClusterAdmin:
                 raise KafkaError(f"unknown admin action {action!r}", ErrorCode.INVALID_REQUEST)
         except KafkaError as exc:
             return {"error": exc.code, "message": str(exc)}
+        started = self.loop.time()
         res = await self._propose_and_wait(rec, timeout_s)
+        if action in ("create_topic", "create_partitions") and res.get("offset") is not None and not res.get("error"):
+            wait_s = min(limits.CREATE_TOPIC_PROPAGATION_WAIT_MS / 1000, timeout_s - (self.loop.time() - started))
+            await self.wait_applied_everywhere(int(res["offset"]), wait_s)
         if action == "producer_ids" and not res.get("retry") and not res.get("error"):
             res["start"], res["count"] = rec["start"], rec["count"]
         if reply is not None and not res.get("retry") and not res.get("error"):

@@ -11,8 +11,12 @@ the caller side of its Ready contract (docs/raft.md):
    leader write its own log in parallel; votes and follower acks wait for the fsync);
 4. hand committed entries / the new high watermark to the owner, then ``advance``.
 
-Vocabulary: Raft log index = Kafka offset, term = the batches' ``partitionLeaderEpoch``,
-commit index + 1 = high watermark. The leader's produce path (:meth:`RaftGroup.leader_append`)
+Vocabulary: Raft log index = the log's offset, term = the batches' ``partitionLeaderEpoch``,
+commit index + 1 = high watermark (in log offsets). A new leader's no-op is a Raft-internal
+batch (LEADER_CHANGE, control key version 1, no timestamp): it takes a log offset but no Kafka
+offset (the log's :class:`~litemq.storage.offset_translator.OffsetTranslator`, issue 19), and a
+partition's InstallSnapshot carries the leader's count of internal offsets below its log start
+(8 bytes, big-endian) so a follower starting afresh translates as its leader does. The leader's produce path (:meth:`RaftGroup.leader_append`)
 appends the client's batches to the log first (offsets, epoch and producer sequences are
 checked and stamped by :meth:`PartitionLog.append`), then proposes one entry per batch with the
 stamped bytes as payload, so followers receive exactly the leader's bytes.
@@ -27,6 +31,7 @@ import json
 import logging
 import os
 import random
+import struct
 import threading
 import time
 from bisect import bisect_right
@@ -34,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import build_control_batch, iter_batches
+from litemq.protocol.records import NO_TIMESTAMP, RAFT_INTERNAL_KEY_VERSION, build_control_batch, iter_batches
 from litemq.raft import (
     Entry,
     EntryKind,
@@ -55,6 +60,7 @@ log = logging.getLogger(__name__)
 RAFT_STATE_FILE = "raft-state.json"
 CONTROL_LEADER_CHANGE = 2
 """Kafka ``ControlRecordType.LEADER_CHANGE``: the type of a new leader's no-op batch (as KRaft)."""
+_DELTA = struct.Struct(">q")
 
 _LEADER_MESSAGES = (Append, Heartbeat, TimeoutNow, InstallSnapshot)
 
@@ -138,7 +144,10 @@ class PartitionLogView:
 
     def snapshot(self) -> Snapshot:
         start = self.plog.log_start_offset
-        return Snapshot(start - 1, self._start_term(), self.voters, self.snapshot_data)
+        data = self.snapshot_data
+        if data is None:  # a partition: the internal offsets below the log start (issue 19)
+            data = _DELTA.pack(self.plog.translator.base_delta)
+        return Snapshot(start - 1, self._start_term(), self.voters, data)
 
 
 class RaftGroup:
@@ -267,7 +276,8 @@ class RaftGroup:
         payload = e.payload
         if e.kind == EntryKind.CONTROL and not payload:
             payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
-                                          control_type=CONTROL_LEADER_CHANGE, timestamp_ms=int(time.time() * 1000))
+                                          control_type=CONTROL_LEADER_CHANGE, timestamp_ms=NO_TIMESTAMP,
+                                          key_version=RAFT_INTERNAL_KEY_VERSION)
         self.plog.append_as_follower(payload)
 
     def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
@@ -317,7 +327,12 @@ class RaftGroup:
         plog = self.plog
         try:
             if rd.snapshot is not None:
-                plog.truncate_fully_and_start_at(rd.snapshot.offset + 1)
+                data = rd.snapshot.data
+                internal_below = None
+                if self.group_type == "partition" and isinstance(data, (bytes, bytearray, memoryview)) \
+                        and len(data) == _DELTA.size:
+                    internal_below = _DELTA.unpack(bytes(data))[0]
+                plog.truncate_fully_and_start_at(rd.snapshot.offset + 1, internal_below)
                 self.view.snapshot_term = rd.snapshot.term
                 self.view.stable_end = rd.snapshot.offset + 1
                 if rd.snapshot.voters is not None:

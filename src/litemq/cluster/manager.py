@@ -102,9 +102,14 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         """Futures completed when the metadata group's role or known leader changes."""
         self._heartbeat_now = asyncio.Event()
         self._beat_waiters: list[asyncio.Future] = []
+        self._leader_metadata_commit = -1
+        """The metadata leader's commit index in its last heartbeat answer."""
         """Futures completed when a heartbeat sent after they were added has been answered."""
         self._auto_creating: set[str] = set()
         self._last_seen: dict[int, float] = {}
+        self._applied_by: dict[int, int] = {}
+        """Metadata leader: each broker's applied metadata offset, from its heartbeats."""
+        self._applied_by_waiters: list[asyncio.Future] = []
         self._leader_state_term = -1
         self._claims: dict[str, tuple[int, int]] = {}
         self._registering: set[int] = set()
@@ -347,6 +352,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                 for rec in recs:
                     result = self.image.apply(rec)
                     self._apply_side_effects(result)
+                    if rec.get("type") in ("create_topic", "create_partitions") and not self.meta.node.is_leader:
+                        self._heartbeat_now.set()  # the leader answers the creation once all applied it
                 proposed = self._proposals.pop(e.last_offset, None)
                 if proposed is not None and not proposed[1].done():
                     # Same offset and term: our entry (Raft log matching); else another leader's.
@@ -457,6 +464,27 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
 
+    async def wait_applied_everywhere(self, offset: int, timeout_s: float) -> bool:
+        """Metadata leader: until every live broker reported (heartbeat ``applied``) that it
+        applied the metadata log up to ``offset``, at most ``timeout_s`` seconds; whether they
+        all did."""
+        deadline = self.loop.time() + timeout_s
+        while True:
+            behind = [n for n in self._live_ids() if n != self.node_id and self._applied_by.get(n, -1) < offset]
+            remaining = deadline - self.loop.time()
+            if not behind:
+                return True
+            if remaining <= 0:
+                log.info("metadata offset %d: brokers %s did not report it applied within %.1fs",
+                         offset, behind, timeout_s)
+                return False
+            fut = self.loop.create_future()
+            self._applied_by_waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+
     async def wait_applied(self, offset: int, timeout_s: float) -> None:
         """Until this broker applied the metadata log up to ``offset``.
 
@@ -514,6 +542,11 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         node = int(req["node_id"])
         now = self.loop.time()
         self._last_seen[node] = now
+        self._applied_by[node] = int(req.get("applied", -1))
+        waiters, self._applied_by_waiters = self._applied_by_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
         for gid, epoch in dict(req.get("leaders") or {}).items():
             cur = self._claims.get(gid)
             if cur is None or int(epoch) >= cur[1]:
@@ -534,7 +567,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             self._spawn(register())
         live = self._live_ids()
         live_set = set(live)
-        return {"live": live, "leaders": {g: [n, e] for g, (n, e) in self._claims.items() if n in live_set}}
+        return {"live": live, "leaders": {g: [n, e] for g, (n, e) in self._claims.items() if n in live_set},
+                "metadata_commit": self.meta.node.commit_index}
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000
@@ -546,7 +580,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             leaders = {gid: g.node.term for gid, g in self.groups.items()
                        if gid != META_GROUP and g.node.is_leader}
             req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
-                   "leaders": leaders}
+                   "leaders": leaders, "applied": self.applied_offset}
             leader = self.meta.node.leader_id
             resp = None
             try:
@@ -559,6 +593,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             if resp and "live" in resp:
                 self.live_brokers = set(int(n) for n in resp["live"]) | {self.node_id}
                 self.leaders = {g: (int(v[0]), int(v[1])) for g, v in resp["leaders"].items()}
+                self._leader_metadata_commit = int(resp.get("metadata_commit", -1))
             for fut in beat_waiters:
                 if not fut.done():
                     fut.set_result(None)
@@ -571,7 +606,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
 
     async def refresh_leaders(self, timeout_s: float) -> None:
         """Heartbeat the metadata leader now (out of turn) and wait for its answer, which
-        carries the live brokers and every partition's leader, at most ``timeout_s`` seconds.
+        carries the live brokers, every partition's leader and the leader's metadata commit
+        index, then until this broker applied the metadata log up to that index: at most
+        ``timeout_s`` seconds in all (a read index, Raft thesis §6.4, for Metadata).
 
         A broker learns the leaders of partitions it hosts no replica of only from these
         answers; Metadata calls this when it would answer a partition without a leader, so a
@@ -579,12 +616,14 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         one heartbeat interval (Kafka's brokers get leaders in the same metadata records)."""
         if self.meta.node.leader_id is None or timeout_s <= 0:
             return
+        deadline = self.loop.time() + timeout_s
         fut = self.loop.create_future()
         self._beat_waiters.append(fut)
         self._heartbeat_now.set()
         try:
             await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+            await self.wait_applied(self._leader_metadata_commit, deadline - self.loop.time())
+        except (asyncio.TimeoutError, KafkaError):
             pass
         finally:
             if not fut.done():
@@ -675,10 +714,13 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             lag = {}
             if n.is_leader:
                 last = n.last_offset
-                lag = {str(v): max(0, last - m) for v, m in n.match_offsets().items() if v != self.node_id}
+                lag = {str(v): max(0, p.kafka_offset(last + 1) - p.kafka_offset(m + 1))
+                       for v, m in n.match_offsets().items() if v != self.node_id}
             parts.append({"topic": topic, "partition": index, "replicas": p.replicas, "role": n.role.value,
-                          "leader_id": n.leader_id, "leader_epoch": n.term, "log_start_offset": p.log_start_offset,
-                          "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark, "lag": lag,
+                          "leader_id": n.leader_id, "leader_epoch": n.term,
+                          "log_start_offset": p.kafka_log_start_offset, "log_end_offset": p.kafka_log_end_offset,
+                          "high_watermark": p.kafka_high_watermark, "lag": lag,
+                          "raft_log_end_offset": p.log_end_offset,  # Raft-internal batches included
                           "quiet": g.quiet if n.is_leader else not self._should_tick(g)})
         return {
             "node_id": self.node_id,

@@ -881,6 +881,11 @@ CONTROL_LEADER_CHANGE = 2
 """Control record types (Kafka ``ControlRecordType``): 0/1 transaction markers, 2 Raft."""
 
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+RAFT_INTERNAL_KEY_VERSION = 1
+"""Control key version of LiteMQ's Raft-internal batches (a new partition leader's no-op, a
+LEADER_CHANGE record): such a batch keeps its Raft index but takes no Kafka offset and is never
+sent to clients (storage/offset_translator.py). Kafka writes version 0, so LEADER_CHANGE batches
+of data dirs written before (version 0) keep the offset they took."""
 _END_TXN_MARKER = struct.Struct(">hi")  # version 0, coordinatorEpoch
 
 
@@ -895,10 +900,12 @@ def build_control_batch(
     is_transactional: bool | None = None,
     value: bytes | None = None,
     coordinator_epoch: int = 0,
+    key_version: int = 0,
 ) -> bytes:
     """Encode a control batch holding one control record (Kafka ``ControlRecordType``).
 
-    Key = version int16 0 + type int16. For ABORT (0) / COMMIT (1) the value defaults to Kafka's
+    Key = version int16 (``key_version``, Kafka's is 0; LiteMQ's Raft-internal LEADER_CHANGE
+    uses :data:`RAFT_INTERNAL_KEY_VERSION`) + type int16. For ABORT (0) / COMMIT (1) the value defaults to Kafka's
     ``EndTxnMarker`` (version int16 0 + ``coordinator_epoch`` int32) and the batch is
     transactional unless ``is_transactional=False``; other types (LEADER_CHANGE 2, ...) take
     ``value`` as given (default empty) and are not transactional by default.
@@ -909,7 +916,7 @@ def build_control_batch(
     if is_transactional is None:
         is_transactional = is_marker
     return build_batch(
-        [Record(base_offset, timestamp_ms, _CONTROL_KEY.pack(0, control_type), value)],
+        [Record(base_offset, timestamp_ms, _CONTROL_KEY.pack(key_version, control_type), value)],
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
         producer_id=producer_id,
@@ -931,3 +938,22 @@ def parse_end_txn_marker(value: bytes | None) -> tuple[int, int]:
     if value is None or len(value) < 6:
         raise InvalidRecordError("end transaction marker shorter than 6 bytes")
     return _END_TXN_MARKER.unpack_from(value)
+
+
+def is_raft_internal_batch(buf, pos: int, h: BatchHeader) -> bool:
+    """Whether the batch at ``buf[pos:]`` (header ``h``) is Raft-internal: a non-transactional
+    control batch without producer id whose one record's key is version
+    :data:`RAFT_INTERNAL_KEY_VERSION`, type LEADER_CHANGE. Data batches are decided from the
+    header alone; only control batches are decoded. An undecodable control batch is not
+    internal (it keeps its offset)."""
+    if not h.attributes & CONTROL_FLAG or h.attributes & TRANSACTIONAL_FLAG or h.producer_id != NO_PRODUCER_ID:
+        return False
+    if h.records_count != 1 or h.attributes & COMPRESSION_MASK:
+        return False
+    try:
+        _, recs = decode_batch(buf, pos, check_crc=False)
+        key = recs[0].key
+        return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key) == (
+            RAFT_INTERNAL_KEY_VERSION, CONTROL_LEADER_CHANGE)
+    except (CorruptRecordError, InvalidRecordError, IndexError):
+        return False

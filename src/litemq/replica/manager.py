@@ -156,6 +156,36 @@ class Partition:
         if self.high_watermark < self.log.log_start_offset:
             self._advance_high_watermark(self.log.log_start_offset)
 
+    # ------------------------------------------------------------------ Kafka offsets
+    # The attributes above are log offsets (a replicated partition's Raft offsets, which its
+    # waiters, Raft and storage use); what a client sees goes through these (issue 19; the
+    # identity on a single broker).
+    def kafka_offset(self, log_offset: int) -> int:
+        """The Kafka offset of log offset ``log_offset`` (for a Raft-internal one, of the next
+        record); see :class:`~litemq.storage.offset_translator.OffsetTranslator`."""
+        return self.log.translator.kafka_offset(log_offset)
+
+    def log_offset(self, kafka_offset: int) -> int:
+        """The log offset of the record at Kafka offset ``kafka_offset`` (the log end offset for
+        the Kafka log end offset)."""
+        return self.log.translator.raft_offset(kafka_offset)
+
+    @property
+    def kafka_high_watermark(self) -> int:
+        return self.log.translator.kafka_offset(self.high_watermark)
+
+    @property
+    def kafka_log_start_offset(self) -> int:
+        return self.log.translator.kafka_offset(self.log.log_start_offset)
+
+    @property
+    def kafka_log_end_offset(self) -> int:
+        return self.log.translator.kafka_offset(self.log.log_end_offset)
+
+    @property
+    def kafka_last_stable_offset(self) -> int:
+        return self.log.translator.kafka_offset(self.last_stable_offset)
+
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320 fencing: compare the client's known leader epoch with ours (-1 = unknown)."""
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:

@@ -10,9 +10,18 @@ Source: Kafka ``UnifiedLog`` + ``LocalLog`` (storage module); opening and crash 
                                                            (only once one aborted in it)
         00000000000000000000.snapshot                      producer state snapshots
         leader-epoch-checkpoint                            epoch -> start offset
+        offset-translator-checkpoint                       Raft-internal offsets (cluster logs)
         log-start-offset-checkpoint                        first readable offset
         recovery-point-offset-checkpoint                   everything below is fsynced
         .kafka_cleanshutdown                               present only after a clean close
+
+Offsets: a replicated partition's log is its Raft log, so the offsets stored here are Raft
+offsets; Raft-internal batches (a new leader's no-op) take one but no Kafka offset.
+:attr:`PartitionLog.translator` (:class:`~litemq.storage.offset_translator.OffsetTranslator`)
+follows every append, truncation and log start move, and is persisted and verified by
+:mod:`litemq.storage.translator_store`; the broker translates at its edges and
+:meth:`PartitionLog.read_for_clients` rewrites batches as clients see them. A log that never
+held an internal batch (every single-broker log) translates as the identity.
 
 Threading model: the event-loop thread calls :meth:`append`/:meth:`read`; worker threads may
 call :meth:`flush`, :meth:`enforce_retention`, :meth:`delete_records_before` and
@@ -52,18 +61,27 @@ from pathlib import Path
 
 from litemq.protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from litemq.protocol.records import (
+    CONTROL_FLAG,
     BatchHeader,
     decode_batch,
+    is_raft_internal_batch,
+    iter_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batches,
 )
 from litemq.protocol.regions import FileRegion
-from litemq.storage.checkpoints import fsync_dir, write_offset_checkpoint
+from litemq.storage.checkpoints import fsync_dir, write_checkpoint, write_offset_checkpoint
 from litemq.storage.cleaner import CleanStats, LogCleaner
 from litemq.storage.config import LogConfig
 from litemq.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from litemq.storage.offset_translator import OffsetTranslator, rewrite_for_clients
+from litemq.storage.translator_store import (
+    OFFSET_TRANSLATOR_CHECKPOINT,
+    load_offset_translator,
+    write_translator_checkpoint,
+)
 from litemq.storage.log_loader import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -103,15 +121,16 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Whole batches as file regions (for sendfile). ``first_offset`` is the base offset of the
-    first batch returned (<= the requested offset), or the requested offset when empty."""
+    """Whole batches as file regions (for sendfile), or as ``bytes`` when they were rewritten
+    (:meth:`PartitionLog.read_for_clients`). ``first_offset`` is the base offset of the first
+    batch returned (<= the requested offset), or the requested offset when empty (log offsets)."""
 
-    regions: list[FileRegion]
+    regions: list[FileRegion | bytes]
     size: int
     first_offset: int
 
     def to_bytes(self) -> bytes:
-        return b"".join(r.read() for r in self.regions)
+        return b"".join(r if isinstance(r, bytes) else r.read() for r in self.regions)
 
 
 class PartitionLog:
@@ -137,6 +156,8 @@ class PartitionLog:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager(directory)
+        self.translator = OffsetTranslator()
+        """Log (Raft) offset <-> Kafka offset of this log; see the module docstring."""
         self._cleaner = LogCleaner(self)
 
     # ================================================================== properties
@@ -213,6 +234,7 @@ class PartitionLog:
         self._leo = loaded.log_end_offset
         self._flushed = self._checkpointed_recovery_point = loaded.recovery_point
         self._dir_dirty = loaded.dir_dirty
+        self.translator = load_offset_translator(path, self._segments, self.log_start_offset, self._leo)
         return self
 
     # ================================================================== segment list helpers
@@ -365,9 +387,15 @@ class PartitionLog:
         self._leo = last + 1
         cache = self.leader_epoch_cache
         ps = self.producer_state
+        translator = self.translator
         count = 0
+        pos = 0
         for i, h in enumerate(headers):
             base = bases[i] if bases else h.base_offset
+            if h.attributes & CONTROL_FLAG and is_raft_internal_batch(buf, pos, h):
+                translator.extend(base)
+                translator.append(base, h.last_offset_delta + 1, True)
+            pos += h.batch_length + 12
             cache.assign(h.partition_leader_epoch if epoch is None else epoch, base)
             done = ps.update(h, base, markers.get(i) if markers else None)
             if done is not None and done.is_aborted:
@@ -375,6 +403,7 @@ class PartitionLog:
                     self._dir_dirty = True  # the .txnindex file may be new
                 seg.txn_index.append(aborted_txn(done))
             count += h.records_count
+        translator.extend(last + 1)
         self.unflushed_messages += count
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
@@ -459,6 +488,32 @@ class PartitionLog:
                 if end < seg.size or total >= max_bytes or seg_end_offset >= limit_offset:
                     break
             return ReadResult(regions, total, start_offset if first_offset is None else first_offset)
+
+    def read_for_clients(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+                         min_one_batch: bool = True) -> ReadResult:
+        """:meth:`read` (log offsets in, as there) with the batches as a Kafka client must see
+        them: base offsets in Kafka offsets, Raft-internal batches left out
+        (:func:`~litemq.storage.offset_translator.rewrite_for_clients`). File regions, untouched,
+        while the translator is the identity over what was read (every single-broker log, and a
+        replicated one until a leader inherits uncommitted records); else one ``bytes`` region.
+        Raises what :meth:`read` raises."""
+        with self._lock:
+            res = self.read(start_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+            translator = self.translator
+            if not res.size or translator.is_identity_below(self._leo):
+                return res
+            data = rewrite_for_clients(res.to_bytes(), translator)
+            while not data and res.size:
+                # Only internal batches were read (compaction left nothing before them): go on
+                # past them, so a client never sees an empty answer where records follow.
+                nxt = res.first_offset + 1
+                for _, h in iter_batches(res.to_bytes()):
+                    nxt = h.base_offset + h.last_offset_delta + 1
+                if nxt >= self._leo or (max_offset is not None and nxt >= max_offset):
+                    break
+                res = self.read(nxt, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+                data = rewrite_for_clients(res.to_bytes(), translator) if res.size else b""
+            return ReadResult([data] if data else [], len(data), res.first_offset)
 
     def read_bytes(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
                    min_one_batch: bool = True) -> bytes:
@@ -619,6 +674,9 @@ class PartitionLog:
                 s.flush_indexes(sync=False)
         for s in segs:
             s.flush_indexes(sync=True)
+        with self._lock:
+            entries = self.translator.checkpoint_entries()
+        write_checkpoint(self.dir / OFFSET_TRANSLATOR_CHECKPOINT, entries)
         write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
         with self._lock:
             if self._flushed >= point:
@@ -676,6 +734,8 @@ class PartitionLog:
             self._dir_dirty = True
             if self._flushed > offset:
                 self._flushed = offset
+            self.translator.truncate(offset)
+            self._checkpoint_translator()
             self.leader_epoch_cache.truncate_from_end(offset)
             self.unflushed_messages = 0
             floor = min(self.producer_state.completed_floor, offset)
@@ -683,17 +743,32 @@ class PartitionLog:
             self.producer_state.raise_completed_floor(floor)
             self._checkpoint_recovery_now()
 
+    def _checkpoint_translator(self) -> None:
+        """(locked) Persist the offset translator (fsynced; see translator_store)."""
+        try:
+            write_translator_checkpoint(self.dir, self.translator)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot write the offset translator checkpoint of {self.dir}: {exc}") from exc
+
     def _checkpoint_recovery_now(self) -> None:
         point = min(self._flushed, self._checkpointed_recovery_point)
         write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
         self._checkpointed_recovery_point = point
         self._last_checkpoint_ms = _now_ms()
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete all data; the log restarts empty at ``offset`` (start = end = ``offset``)."""
+    def truncate_fully_and_start_at(self, offset: int, internal_below: int | None = None) -> None:
+        """Delete all data; the log restarts empty at ``offset`` (start = end = ``offset``).
+
+        ``internal_below``: Raft-internal offsets below ``offset`` (a follower starting afresh
+        at its leader's log start takes the leader's count, so both translate alike); ``None``
+        keeps this log's own count at ``offset``."""
         with self._lock:
             self._check_open()
             log.info("%s: truncating fully, restarting at offset %d", self.dir, offset)
+            if internal_below is None:
+                internal_below = offset - self.translator.kafka_offset(offset)
+            self.translator.reset(offset, max(0, min(internal_below, offset)))
+            self._checkpoint_translator()
             for s in self._segments:
                 s.delete_files()
             self._set_segments([LogSegment.create(self.dir, offset, self._config)])
@@ -723,7 +798,11 @@ class PartitionLog:
             return self.log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
-        """(locked) Set the log start, drop segments wholly below it, update caches, checkpoint."""
+        """(locked) Set the log start, drop segments wholly below it, update caches, checkpoint
+        (the offset translator first: the count of internal offsets below the new start cannot
+        be recomputed once the segments are gone)."""
+        self.translator.prefix_truncate(min(offset, self.translator.end_raft_offset))
+        self._checkpoint_translator()
         self.log_start_offset = offset
         segments = self._segments
         n = 0
@@ -776,10 +855,11 @@ class PartitionLog:
             n = min(n, len(segments) - 1)
             if n <= 0:
                 return 0
-            self._delete_segments(n)
-            new_start = self._segments[0].base_offset
+            new_start = segments[n].base_offset
             if new_start > self.log_start_offset:
-                self._advance_log_start(new_start)
+                self._advance_log_start(new_start)  # deletes the n segments wholly below it
+            else:
+                self._delete_segments(n)
             return n
 
     @staticmethod
@@ -817,6 +897,7 @@ class PartitionLog:
                 s.flush_indexes(sync=True)
             write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)
             write_offset_checkpoint(self.dir / LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)
+            self._checkpoint_translator()
             self.leader_epoch_cache.flush()
             self.producer_state.map_end_offset = point
             self.producer_state.take_snapshot(sync=True)

@@ -29,7 +29,15 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-__all__ = ["OffsetTranslator", "TranslatorCheckpointError"]
+from litemq.protocol.records import (
+    CONTROL_FLAG,
+    LOG_OVERHEAD_BYTES,
+    is_raft_internal_batch,
+    iter_batches,
+    set_base_offset,
+)
+
+__all__ = ["OffsetTranslator", "TranslatorCheckpointError", "rewrite_for_clients"]
 
 
 class TranslatorCheckpointError(ValueError):
@@ -112,6 +120,30 @@ class OffsetTranslator:
                              f"{self.end_kafka_offset}]")
         return kafka_offset + self.base_delta + bisect_right(self._kafka_after, kafka_offset)
 
+    def kafka_offset(self, raft_offset: int) -> int:
+        """:meth:`to_kafka` for any ``raft_offset``: below the base it subtracts ``base_delta``
+        (offsets there are gone), above the end the delta at the end (as if only data followed).
+        The edges of the broker (Produce, Fetch, ListOffsets, ...) translate through this."""
+        if not self._internal:
+            return raft_offset - self.base_delta
+        if raft_offset <= self.base_raft_offset:
+            return raft_offset - self.base_delta
+        return raft_offset - self.base_delta - bisect_left(self._internal, raft_offset)
+
+    def raft_offset(self, kafka_offset: int) -> int:
+        """:meth:`to_raft` for any ``kafka_offset``: below the Kafka log start the base delta
+        is added, past the Kafka log end the delta at the end."""
+        if not self._internal:
+            return kafka_offset + self.base_delta
+        if kafka_offset <= self.base_kafka_offset:
+            return kafka_offset + self.base_delta
+        return kafka_offset + self.base_delta + bisect_right(self._kafka_after, kafka_offset)
+
+    def is_identity_below(self, raft_offset: int) -> bool:
+        """Whether every Raft offset below ``raft_offset`` is its own Kafka offset (no
+        internal offset below it, none below the base): reads need no rewrite then."""
+        return self.base_delta == 0 and (not self._internal or self._internal[0] >= raft_offset)
+
     def is_internal(self, raft_offset: int) -> bool:
         """Whether ``raft_offset`` is taken by a Raft-internal batch."""
         i = bisect_left(self._internal, raft_offset)
@@ -135,6 +167,16 @@ class OffsetTranslator:
                 self._kafka_after.append(o - self.base_delta - len(self._internal))
                 self._internal.append(o)
         self.end_raft_offset = raft_base_offset + count
+
+    def extend(self, raft_end_offset: int) -> None:
+        """Data (or a compaction gap) up to ``raft_end_offset`` was appended: only the end moves.
+
+        Raises:
+            ValueError: ``raft_end_offset`` below the end.
+        """
+        if raft_end_offset < self.end_raft_offset:
+            raise ValueError(f"extend to {raft_end_offset}; the end is {self.end_raft_offset}")
+        self.end_raft_offset = raft_end_offset
 
     def truncate(self, raft_offset: int) -> None:
         """The log was truncated to ``raft_offset`` (everything at or after it removed).
@@ -219,3 +261,26 @@ class OffsetTranslator:
         return (f"OffsetTranslator(base={self.base_raft_offset}, base_delta={self.base_delta}, "
                 f"end={self.end_raft_offset}, internal={self._internal})")
 
+
+
+def rewrite_for_clients(data, translator: OffsetTranslator) -> bytes:
+    """Batches read from a Raft-offset log as a Kafka client must see them: every batch's base
+    offset rewritten to its Kafka offset (the base offset lies outside the CRC, so the CRC
+    holds) and the Raft-internal batches left out. ``data``: whole batches (bytes-like), as
+    :meth:`PartitionLog.read` returns them. Cost: one copy of ``data`` and one header parse
+    per batch; records are not decoded (an internal-batch check decodes control batches only).
+    """
+    out = bytearray(data)
+    keep_from = 0
+    parts: list[bytes] = []
+    for pos, h in iter_batches(out):
+        if h.attributes & CONTROL_FLAG and is_raft_internal_batch(out, pos, h):
+            if pos > keep_from:
+                parts.append(bytes(out[keep_from:pos]))
+            keep_from = pos + h.batch_length + LOG_OVERHEAD_BYTES
+            continue
+        set_base_offset(out, pos, translator.kafka_offset(h.base_offset))
+    if not parts:
+        return bytes(out[keep_from:]) if keep_from else bytes(out)
+    parts.append(bytes(out[keep_from:]))
+    return b"".join(parts)

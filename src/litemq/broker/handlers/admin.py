@@ -342,12 +342,14 @@ def handle_delete_records(ctx, req) -> dict:
             elif err:
                 entry["error_code"] = err
             else:
-                offset = p.high_watermark if dp.offset == -1 else dp.offset
-                if offset < 0 or offset > p.high_watermark:
+                hw = p.kafka_high_watermark  # the request and the answer are in Kafka offsets
+                offset = hw if dp.offset == -1 else dp.offset
+                if offset < 0 or offset > hw:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     try:
-                        entry["low_watermark"] = p.log.delete_records_before(offset)
+                        start = p.log.delete_records_before(min(p.log_offset(offset), p.high_watermark))
+                        entry["low_watermark"] = p.kafka_offset(start)
                         p.truncate_after_delete_records()
                     except KafkaError as exc:
                         entry["error_code"] = exc.code

@@ -14,6 +14,8 @@ caller without DESCRIBE on the cluster.
 
 from __future__ import annotations
 
+import inspect
+
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import CLUSTER_RESOURCE_NAME, authorize, authorized_names, authorized_operations
 from litemq import limits
@@ -77,10 +79,29 @@ def topic_entry(runtime, info) -> dict:
 
 
 def handle_metadata(ctx, req):
-    """Metadata v0-v12. In a cluster, a partition this broker knows no leader of makes it ask
-    the metadata leader for the current leaders first (bounded by
-    ``limits.METADATA_LEADER_REFRESH_WAIT_MS``), as a Kafka broker names the leaders from the
-    records that created the partition."""
+    """Metadata v0-v12 (see :func:`_answer_metadata`); in a cluster, a request naming a topic
+    this broker does not know first catches up with the metadata leader (the topic may have
+    been created a moment ago through another broker), before answering it unknown or
+    auto-creating it."""
+    runtime = ctx.runtime
+    if runtime.cluster is not None and req.topics and any(
+            t.name is not None and t.name not in runtime.metadata.topics for t in req.topics):
+        return _after_catch_up(ctx, req)
+    return _answer_metadata(ctx, req)
+
+
+async def _after_catch_up(ctx, req) -> dict:
+    await ctx.runtime.cluster.refresh_leaders(limits.METADATA_LEADER_REFRESH_WAIT_MS / 1000)
+    out = _answer_metadata(ctx, req)
+    return await out if inspect.isawaitable(out) else out
+
+
+def _answer_metadata(ctx, req):
+    """Metadata v0-v12. In a cluster, a partition this broker knows no leader of, or a named
+    topic it does not know, makes it ask the metadata leader for the current leaders and its
+    commit index first and catch up to it (bounded by ``limits.METADATA_LEADER_REFRESH_WAIT_MS``),
+    so a topic another broker just created is not answered unknown or leaderless (a Kafka
+    broker names the leaders from the records that created the partition)."""
     runtime = ctx.runtime
     v = ctx.version
     meta = runtime.metadata

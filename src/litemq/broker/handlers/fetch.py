@@ -27,9 +27,9 @@ _EMPTY = b""
 
 def _partition_error(index: int, code: int, p=None) -> dict:
     return {"partition_index": index, "error_code": code,
-            "high_watermark": p.high_watermark if p is not None else -1,
-            "last_stable_offset": p.last_stable_offset if p is not None else -1,
-            "log_start_offset": p.log_start_offset if p is not None else -1,
+            "high_watermark": p.kafka_high_watermark if p is not None else -1,
+            "last_stable_offset": p.kafka_last_stable_offset if p is not None else -1,
+            "log_start_offset": p.kafka_log_start_offset if p is not None else -1,
             "aborted_transactions": None, "preferred_read_replica": -1, "records": _EMPTY}
 
 
@@ -75,21 +75,23 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
                     parts_out.append(_partition_error(idx, code, p))
                     error_seen = True
                     continue
-            offset = fp.fetch_offset
+            # Offsets in the request and the answer are Kafka's; the log's are Raft offsets in a
+            # cluster (Partition.kafka_offset / log_offset translate, issue 19).
             hw = p.high_watermark
             lso = p.last_stable_offset
             # read_committed (KIP-98): nothing at or past the last stable offset is returned.
             visible = lso if read_committed else hw
-            if offset < p.log_start_offset or offset > p.log_end_offset:
+            if not p.kafka_log_start_offset <= fp.fetch_offset <= p.kafka_log_end_offset:
                 parts_out.append(_partition_error(idx, ErrorCode.OFFSET_OUT_OF_RANGE, p))
                 error_seen = True
                 continue
+            offset = p.log_offset(fp.fetch_offset)
             records = _EMPTY
             aborted = None if not read_committed else []
             if offset < visible and remaining > 0:
                 limit = min(fp.partition_max_bytes, remaining)
                 try:
-                    res = p.log.read(offset, limit, max_offset=visible, min_one_batch=(total == 0))
+                    res = p.log.read_for_clients(offset, limit, max_offset=visible, min_one_batch=(total == 0))
                 except KafkaError as exc:
                     parts_out.append(_partition_error(idx, exc.code, p))
                     error_seen = True
@@ -99,12 +101,12 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
                     total += res.size
                     remaining -= res.size
                     if read_committed:
-                        aborted = [{"producer_id": pid, "first_offset": first}
+                        aborted = [{"producer_id": pid, "first_offset": p.kafka_offset(first)}
                                    for pid, first in p.log.collect_aborted_transactions(offset, visible)]
             watched.append(p)
             parts_out.append({"partition_index": idx, "error_code": ErrorCode.NONE,
-                              "high_watermark": hw, "last_stable_offset": lso,
-                              "log_start_offset": p.log_start_offset,
+                              "high_watermark": p.kafka_offset(hw), "last_stable_offset": p.kafka_offset(lso),
+                              "log_start_offset": p.kafka_log_start_offset,
                               "aborted_transactions": aborted,
                               "preferred_read_replica": -1, "records": records})
         topics_out.append({"topic": name or "", "topic_id": t.topic_id if v >= 13 else None,
@@ -153,8 +155,15 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 
 
 def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies.
+    """(Kafka offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies.
     With ``isolation_level`` 1 (read_committed) the last stable offset bounds the answer."""
+    offset, ts = _list_log_offset(p, timestamp, isolation_level)
+    return (p.kafka_offset(offset), ts) if offset >= 0 else (offset, ts)
+
+
+def _list_log_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
+    """:func:`_list_offset` in log offsets. Raft-internal batches carry no timestamp (-1), so
+    the by-timestamp lookups never land on one."""
     hw = p.last_stable_offset if isolation_level == 1 else p.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return p.log_start_offset, -1
@@ -220,7 +229,7 @@ def handle_offset_for_leader_epoch(ctx, req) -> dict:
                 entry["error_code"] = code
             else:
                 epoch, end = p.log.leader_epoch_cache.end_offset_for_epoch(ep.leader_epoch, p.log_end_offset)
-                entry.update(leader_epoch=epoch, end_offset=end)
+                entry.update(leader_epoch=epoch, end_offset=p.kafka_offset(end) if end >= 0 else end)
             parts.append(entry)
         topics_out.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics_out}

@@ -64,8 +64,8 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
         return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
     if not ai.duplicate:
         runtime.metrics.on_produce(topic, len(records), ai.last_offset - ai.first_offset + 1)
-    resp = {"index": index, "error_code": ErrorCode.NONE, "base_offset": ai.first_offset,
-            "log_append_time_ms": ai.log_append_time_ms, "log_start_offset": p.log_start_offset,
+    resp = {"index": index, "error_code": ErrorCode.NONE, "base_offset": p.kafka_offset(ai.first_offset),
+            "log_append_time_ms": ai.log_append_time_ms, "log_start_offset": p.kafka_log_start_offset,
             "record_errors": [], "error_message": None}
     return resp, p, ai.last_offset + 1
 

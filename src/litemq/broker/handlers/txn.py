@@ -270,7 +270,7 @@ def handle_describe_producers(ctx, req) -> dict:
                         "producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                         "last_timestamp": e.batches[-1].timestamp if e.batches else -1,
                         "coordinator_epoch": getattr(e, "coordinator_epoch", -1),
-                        "current_txn_start_offset": e.current_txn_first_offset
+                        "current_txn_start_offset": p.kafka_offset(e.current_txn_first_offset)
                         if getattr(e, "current_txn_first_offset", None) is not None else -1})
             parts.append(entry)
         topics_out.append({"name": t.name, "partitions": parts})

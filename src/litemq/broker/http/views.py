@@ -266,7 +266,7 @@ async def refresh_group_lag(runtime: "HttpRuntime") -> None:
     for tp in tps:
         p = runtime.replicas.get(*tp)
         if p is not None and p.is_leader:
-            local[tp] = (0, p.high_watermark, -1)
+            local[tp] = (0, p.kafka_high_watermark, -1)
     rest = [tp for tp in tps if tp not in local]
     if rest:
         ends = await list_offsets(runtime, HttpCaller(runtime, _BROKER_PRINCIPAL), rest, LATEST)
