@@ -146,8 +146,9 @@ class HeartbeatResponse:
 @dataclass(frozen=True, slots=True)
 class InstallSnapshot:
     """InstallSnapshot (thesis §5.3), sent whole; chunking large metadata images is a transport
-    concern. For a partition group ``snapshot.data`` is ``None``: "truncate fully and start at
-    ``snapshot.offset + 1``"."""
+    concern. For a partition group ``snapshot.data`` is the leader's count of Raft-internal offsets
+    below its log start (8 bytes, big-endian; the broker's offset translator): "truncate fully
+    and start at ``snapshot.offset + 1``"."""
 
     type: ClassVar[MessageType] = MessageType.INSTALL_SNAPSHOT
     src: int

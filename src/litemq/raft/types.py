@@ -90,8 +90,8 @@ class HardState:
 class Snapshot:
     """Everything up to and including ``offset`` (written in ``term``), with the voter set in
     effect at ``offset``. ``data`` is opaque: the metadata image for the metadata group, and
-    ``None`` for a partition group, where installing it means "discard the whole log and start
-    afresh at offset + 1" (Kafka: follower fetch offset below the leader's log start offset)."""
+    for a partition group the count of Raft-internal offsets below the log start (the
+    broker's), where installing it means "discard the whole log and start afresh at offset + 1" (Kafka: follower fetch offset below the leader's log start offset)."""
 
     offset: int = -1
     term: int = 0

@@ -1,0 +1,140 @@
+"""A replicated partition's log keeps Kafka offsets exact (issue 19): a Hypothesis state
+machine over a real :class:`PartitionLog` on disk, against a model.
+
+The log receives what a Raft follower writes: data batches and Raft-internal batches (a new
+leader's LEADER_CHANGE no-op, control key version 1) appended at the log end, truncation of a
+divergent suffix, log start moves (retention on the leader, DeleteRecords, a follower following
+its leader's log start), a fresh start at a leader's log start with the leader's count of
+internal offsets below it, segment rolls, a clean close and reopen, and a crash (the object
+dropped without close; its unflushed writes stay in the page cache as after SIGKILL) and
+reopen. After every step: the log's translator maps every offset as the model does, and
+:meth:`PartitionLog.read_for_clients` returns the data records at their Kafka offsets with no
+internal batch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from litemq.protocol.records import (
+    RAFT_INTERNAL_KEY_VERSION,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batches,
+)
+from litemq.storage.config import LogConfig
+from litemq.storage.log import PartitionLog
+
+CONFIG = LogConfig(segment_bytes=600)  # a few batches per segment: rolls, whole-segment deletes
+
+
+def _internal_batch(offset: int) -> bytes:
+    return build_control_batch(base_offset=offset, partition_leader_epoch=1, control_type=2, timestamp_ms=-1,
+                               key_version=RAFT_INTERNAL_KEY_VERSION)
+
+
+class PartitionLogOffsets(RuleBasedStateMachine):
+    @initialize()
+    def open_log(self):
+        self.tmp = Path(tempfile.mkdtemp())
+        self.dir = self.tmp / "t-0"
+        self.log = PartitionLog.open(self.dir, CONFIG)
+        self.flags: list[bool] = []  # per Raft offset from 0: True = internal
+        self.start = 0
+        self.values: dict[int, bytes] = {}  # Raft offset -> value of each data record
+
+    def teardown(self):
+        if not self.log.closed:
+            self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _kafka(self, raft: int) -> int:
+        return sum(1 for f in self.flags[:raft] if not f)
+
+    @rule(count=st.integers(1, 4))
+    def append_data(self, count):
+        base = len(self.flags)
+        recs = [Record(base + i, 1000 + base + i, None, b"v%d" % (base + i)) for i in range(count)]
+        self.log.append_as_follower(build_batch(recs, base_offset=base, partition_leader_epoch=1))
+        for i in range(count):
+            self.values[base + i] = b"v%d" % (base + i)
+        self.flags += [False] * count
+
+    @rule()
+    def append_internal(self):
+        self.log.append_as_follower(_internal_batch(len(self.flags)))
+        self.flags.append(True)
+
+    @rule(data=st.data())
+    def truncate(self, data):
+        to = data.draw(st.integers(self.start + 1, len(self.flags))) if len(self.flags) > self.start else None
+        if to is None:
+            return
+        self.log.truncate_to(to)
+        to = self.log.log_end_offset  # never splits a batch: may go to the batch's base
+        del self.flags[to:]
+        self.values = {o: v for o, v in self.values.items() if o < to}
+
+    @rule(data=st.data())
+    def move_log_start(self, data):
+        to = data.draw(st.integers(self.start, len(self.flags)))
+        self.log.delete_records_before(to)
+        self.start = max(self.start, to)
+
+    @rule()
+    def retention(self):
+        self.log.roll()
+        n = len(self.log.segments) - 1
+        if n > 0:
+            new_start = self.log.segments[n].base_offset
+            self.log.delete_records_before(new_start)
+            self.start = max(self.start, new_start)
+
+    @rule(gap=st.integers(1, 5), internal=st.lists(st.booleans(), min_size=5, max_size=5))
+    def start_afresh(self, gap, internal):
+        self.flags += internal[:gap]
+        self.start = len(self.flags)
+        self.log.truncate_fully_and_start_at(self.start, sum(self.flags[: self.start]))
+        self.values = {}
+
+    @rule()
+    def clean_reopen(self):
+        self.log.close()
+        self.log = PartitionLog.open(self.dir, CONFIG)
+
+    @rule()
+    def crash_reopen(self):
+        self.log = PartitionLog.open(self.dir, CONFIG)  # the old object is dropped unclosed
+
+    @invariant()
+    def translates_as_the_model(self):
+        t = self.log.translator
+        assert self.log.log_start_offset == self.start
+        assert self.log.log_end_offset == len(self.flags)
+        assert t.kafka_offset(self.start) == self._kafka(self.start)
+        assert t.kafka_offset(len(self.flags)) == self._kafka(len(self.flags))
+        for raft in range(self.start, len(self.flags)):
+            if not self.flags[raft]:
+                assert t.to_kafka(raft) == self._kafka(raft)
+                assert t.to_raft(self._kafka(raft)) == raft
+
+    @invariant()
+    def clients_see_kafka_offsets(self):
+        if self.start >= len(self.flags):
+            return
+        data = self.log.read_for_clients(self.start, 1 << 20).to_bytes()
+        want = [(self._kafka(o), v) for o, v in sorted(self.values.items()) if o >= self.start]
+        got = [(r.offset, r.value) for r in decode_records(data) if r.offset >= self._kafka(self.start)]
+        assert got == want
+        assert not any(h.is_control for _, h in iter_batches(data))
+
+
+PartitionLogOffsets.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_partition_log_offsets = PartitionLogOffsets.TestCase
