@@ -139,26 +139,38 @@ class ConsumerGroupManager:
         by_id = {info.topic_id: name for name, info in self.host.topics().items()}
         return {by_id[tid]: frozenset(ps) for tid, ps in parts.items() if tid in by_id}
 
-    def _resolve(self, member: ConsumerGroupMember) -> frozenset[str]:
-        """The existing topics ``member`` subscribes to (names, and regex matches)."""
+    def _resolve(self, names: tuple[str, ...], regex: str | None) -> frozenset[str]:
+        """The existing topics a subscription covers (``names``, and ``regex`` matches)."""
         topics = self.host.topics()
-        out = {t for t in member.subscribed_topic_names if t in topics}
-        if member.subscribed_topic_regex:
+        out = {t for t in names if t in topics}
+        if regex:
             try:
-                rx = compile_topic_regex(member.subscribed_topic_regex)
+                rx = compile_topic_regex(regex)
             except re2.error:
                 rx = None
             if rx is not None:
                 out |= {name for name, info in topics.items() if not info.internal and rx.fullmatch(name)}
         return frozenset(out)
 
+    def _resolved_subscriptions(self, group: ConsumerGroup) -> dict[str, frozenset[str]]:
+        """member id -> the topics its subscription covers now; each distinct subscription is
+        resolved once (members of a group usually share one)."""
+        cache: dict[tuple, frozenset[str]] = {}
+        out = {}
+        for mid, m in group.members.items():
+            key = (tuple(m.subscribed_topic_names), m.subscribed_topic_regex)
+            if key not in cache:
+                cache[key] = self._resolve(*key)
+            out[mid] = cache[key]
+        return out
+
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, int]:
+        """Topic -> partition count of every topic a member subscribes to."""
         out: dict[str, int] = {}
-        for m in group.members.values():
-            for t in self._resolve(m):
-                info = self.host.topic(t)
-                if info is not None:
-                    out[t] = info.num_partitions
+        for t in set().union(*self._resolved_subscriptions(group).values()):
+            info = self.host.topic(t)
+            if info is not None:
+                out[t] = info.num_partitions
         return out
 
     # ------------------------------------------------------------------ records
@@ -449,7 +461,8 @@ class ConsumerGroupManager:
         """Run the group's assignor for the group epoch; the records of what changed."""
         names = self._assignor_names()
         assignor = ASSIGNORS[group.preferred_assignor(names[0], names)]
-        subs = {mid: MemberSubscription(self._resolve(m), m.rack_id) for mid, m in group.members.items()}
+        resolved = self._resolved_subscriptions(group)
+        subs = {mid: MemberSubscription(resolved[mid], m.rack_id) for mid, m in group.members.items()}
         new = assignor.assign(subs, dict(group.subscription_metadata), group.target)
         records = []
         for mid in group.members:
