@@ -315,6 +315,15 @@ def test_group_state_survives_restart(tmp_path):
             r = hb(c, "gp", x, 2, topics=["t"], owned=owned(b, {"t": x_parts}), rebalance_timeout_ms=30000)
             assert parts(b, r.assignment) == {"t": x_parts}
             assert fetch(c, "gp", a, 2) == (E.NONE, {("t", min(keep)): 11})
+            # the static member goes away (-2) and comes back as a new member id: that survives too
+            hb(c, "gp", x, -2, instance="i-x")
+            x2, r = join(c, "gp", instance="i-x")
+            assert r.error_code == E.NONE and parts(b, r.assignment) == {"t": x_parts}
+            members = {(m.member_id, m.instance_id) for m in describe(c, "gp").members}
+    with make_broker(data, port=port) as b:
+        with WireClient("127.0.0.1", b.port) as c:
+            assert {(m.member_id, m.instance_id) for m in describe(c, "gp").members} == members
+            assert (x2, "i-x") in members
 
 
 def test_member_that_does_not_revoke_is_removed_after_its_rebalance_timeout(broker):

@@ -331,15 +331,16 @@ class ConsumerGroupManager:
         return E.NONE, None, cg
 
     def _find_member(self, group: ConsumerGroup, hb: ConsumerHeartbeat, records: list[Record]
-                     ) -> tuple[int, str | None, ConsumerGroupMember | None, bool]:
-        """(error, message, member, is new) - Kafka ``getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember``."""
+                     ) -> tuple[int, str | None, ConsumerGroupMember | None, str]:
+        """(error, message, member, how) - Kafka ``getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember``;
+        ``how`` is ``existing``, ``new`` or ``replaced`` (a static member under a new member id)."""
         member = group.members.get(hb.member_id) if hb.member_id else None
         if hb.member_epoch == 0:
             static = group.static_member(hb.instance_id)
             if static is not None and static is not member:
                 if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                     return (E.UNRELEASED_INSTANCE_ID, f"Static member {static.member_id} with instance id "
-                            f"{hb.instance_id} is not released yet.", None, False)
+                            f"{hb.instance_id} is not released yet.", None, "")
                 # The static member comes back under a new member id: it takes over the old one.
                 new_id = hb.member_id or str(uuid.uuid4())
                 records += self._member_tombstones(group, static.member_id)
@@ -355,30 +356,30 @@ class ConsumerGroupManager:
                 group.hold(static)
                 records.append(self._target_record(group, new_id))
                 log.info("group %s: static member %s rejoined as %s", group.group_id, hb.instance_id, new_id)
-                return E.NONE, None, static, False
+                return E.NONE, None, static, "replaced"
             if member is not None:
                 if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                     # A static member that left with -2 rejoins under the same member id.
                     member.member_epoch = member.previous_member_epoch = 0
                     member.state = MemberState.STABLE
-                return E.NONE, None, member, False
+                return E.NONE, None, member, "existing"
             if len(group.members) >= self._max_group_size():
-                return E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self._max_group_size()} members.", None, False
+                return E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self._max_group_size()} members.", None, ""
             member = ConsumerGroupMember(hb.member_id or str(uuid.uuid4()), instance_id=hb.instance_id)
             group.add_member(member)
-            return E.NONE, None, member, True
+            return E.NONE, None, member, "new"
         if member is None:
-            return E.UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.", None, False
+            return E.UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.", None, ""
         if hb.instance_id is not None and group.static_members.get(hb.instance_id) != member.member_id:
-            return E.FENCED_INSTANCE_ID, f"Instance id {hb.instance_id} is used by another member.", None, False
+            return E.FENCED_INSTANCE_ID, f"Instance id {hb.instance_id} is used by another member.", None, ""
         if hb.member_epoch > member.member_epoch:
-            return E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({hb.member_epoch}) than the one known by the group coordinator ({member.member_epoch}).", None, False
+            return E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({hb.member_epoch}) than the one known by the group coordinator ({member.member_epoch}).", None, ""
         if hb.member_epoch < member.member_epoch:
             subset = hb.owned is not None and all(ps <= member.assigned.get(t, frozenset())
                                                   for t, ps in hb.owned.items())
             if hb.member_epoch != member.previous_member_epoch or not subset:
-                return E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({hb.member_epoch}) than the one known by the group coordinator ({member.member_epoch}).", None, False
-        return E.NONE, None, member, False
+                return E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({hb.member_epoch}) than the one known by the group coordinator ({member.member_epoch}).", None, ""
+        return E.NONE, None, member, "existing"
 
     async def consumer_group_heartbeat(self, hb: ConsumerHeartbeat) -> HeartbeatResult:
         """ConsumerGroupHeartbeat v0-1 (KIP-848; see the module docstring)."""
@@ -394,14 +395,15 @@ class ConsumerGroupManager:
         err, msg, group = self._consumer_group(hb.group_id, hb.member_epoch == 0, records)
         if err:
             return HeartbeatResult(err, msg)
-        err, msg, member, is_new = self._find_member(group, hb, records)
+        err, msg, member, how = self._find_member(group, hb, records)
+        is_new = how == "new"
         if err:
             if records:  # a conversion of an empty classic group is kept
                 await self._append(group.group_id, records)
             return HeartbeatResult(err, msg)
         old_assigned, old_epoch, old_state = dict(member.assigned), member.member_epoch, member.state
         bump = self._update_member(member, hb) or is_new
-        if bump:
+        if bump or how == "replaced":
             records.append(self._member_record(group, member))
         subscription = self._subscription_metadata(group)
         if bump or subscription != group.subscription_metadata:
