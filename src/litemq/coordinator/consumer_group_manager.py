@@ -402,9 +402,10 @@ class ConsumerGroupManager:
                 await self._append(group.group_id, records)
             return HeartbeatResult(err, msg)
         old_assigned, old_epoch, old_state = dict(member.assigned), member.member_epoch, member.state
+        stored = self._member_record(group, member)
         bump = self._update_member(member, hb) or is_new
-        if bump or how == "replaced":
-            records.append(self._member_record(group, member))
+        if is_new or how == "replaced" or self._member_record(group, member) != stored:
+            records.append(self._member_record(group, member))  # any field changed (rack, client id...)
         subscription = self._subscription_metadata(group)
         if bump or subscription != group.subscription_metadata:
             group.group_epoch += 1
