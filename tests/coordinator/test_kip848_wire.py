@@ -35,10 +35,10 @@ def broker(tmp_path):
 
 
 def hb(c, group, member_id, epoch, topics=None, owned=None, regex=None, instance=None, assignor=None,
-       rebalance_timeout_ms=-1, version=1):
+       rebalance_timeout_ms=-1, version=1, rack=None):
     return c.request(HB, version, {
         "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": instance,
-        "rack_id": None, "rebalance_timeout_ms": rebalance_timeout_ms, "subscribed_topic_names": topics,
+        "rack_id": rack, "rebalance_timeout_ms": rebalance_timeout_ms, "subscribed_topic_names": topics,
         "subscribed_topic_regex": regex, "server_assignor": assignor, "topic_partitions": owned})
 
 
@@ -315,6 +315,7 @@ def test_group_state_survives_restart(tmp_path):
             r = hb(c, "gp", x, 2, topics=["t"], owned=owned(b, {"t": x_parts}), rebalance_timeout_ms=30000)
             assert parts(b, r.assignment) == {"t": x_parts}
             assert fetch(c, "gp", a, 2) == (E.NONE, {("t", min(keep)): 11})
+            hb(c, "gp", a, 2, rack="rack-2")  # a field change alone is stored too
             # the static member goes away (-2) and comes back as a new member id: that survives too
             hb(c, "gp", x, -2, instance="i-x")
             x2, r = join(c, "gp", instance="i-x")
@@ -324,6 +325,7 @@ def test_group_state_survives_restart(tmp_path):
         with WireClient("127.0.0.1", b.port) as c:
             assert {(m.member_id, m.instance_id) for m in describe(c, "gp").members} == members
             assert (x2, "i-x") in members
+            assert {m.member_id: m.rack_id for m in describe(c, "gp").members}[a] == "rack-2"
 
 
 def test_member_that_does_not_revoke_is_removed_after_its_rebalance_timeout(broker):
