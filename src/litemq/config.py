@@ -573,6 +573,13 @@ def check_bounds(cfg: BrokerConfig) -> None:
 _NOT_SETTINGS = frozenset({"extra", "listener_overrides"})
 
 
+def is_broker_setting(name: str) -> bool:
+    """True when ``name`` (a Kafka name such as ``num.partitions`` or ``log.retention.hours``)
+    is a setting of :class:`BrokerConfig` (or an alias of one)."""
+    attr = name.replace(".", "_").replace("-", "_")
+    return name in _ALIASES or (attr in _FIELD_TYPES and attr not in _NOT_SETTINGS)
+
+
 def _protocol_of(key: str, name: str, protocols: dict[str, str]) -> str:
     proto = protocols.get(name)
     if proto is None:

@@ -9,6 +9,7 @@ retention deletes, compaction) runs in its thread pool.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import ssl
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from litemq import limits
+from litemq.broker import dynamic_config
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
@@ -32,6 +34,7 @@ from litemq.protocol.messages import request_spec
 from litemq.security.authorizer import create_authorizer
 from litemq.storage.config import LogConfig
 from litemq.storage.manager import LogManager
+from litemq.storage.meta_properties import DataDirIdentity
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +55,17 @@ class BrokerRuntime:
         ports: listener name -> bound port (after start).
         metrics: this broker's :class:`~litemq.metrics.BrokerMetrics` (its own Prometheus registry).
         http: the :class:`~litemq.broker.http.HttpServer` (``http.listen``: /metrics, console, REST).
+        static_config: the settings as given at start; ``config`` is the effective one, with
+            the dynamic broker configs applied (:mod:`litemq.broker.dynamic_config`).
+        identity: the data dir's :class:`~litemq.storage.meta_properties.DataDirIdentity`
+            (``meta.properties``: cluster id, node id, directory id).
+        failed: completed with a one-line reason when the broker must stop (its data dir turned
+            out to belong to another cluster); ``litemq serve`` then exits with status 1.
 
     Raises:
         ValueError: bad listener or TLS settings (naming the setting), unreadable PEM files.
+        InconsistentDataDirError (a ValueError): ``meta.properties`` names another node id or
+            cluster id (Kafka's message).
     """
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -62,6 +73,7 @@ class BrokerRuntime:
 
         config.validate()
         self.config = config
+        self.static_config = copy.copy(config)
         self.listeners: list[ListenerSpec] = config.listener_specs()
         self._ssl_contexts: dict[str, ssl.SSLContext] = {
             s.name: server_context(config, s.name, s.security_protocol)
@@ -75,7 +87,12 @@ class BrokerRuntime:
         # One broker per data dir: DATA_DIR/.lock is taken before anything in it is read
         # (DataDirInUseError naming the holder's pid); stop() releases it, as does a failure below.
         self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
+        self.failed: asyncio.Future | None = None
+        self.replicas: ReplicaManager | None = None
         try:
+            # data = partition logs or the metadata store (a broker.log or the lock file is not)
+            had_data = any(e.is_dir() for e in Path(config.data_dir).iterdir())
+            self.identity = DataDirIdentity.open(Path(config.data_dir), config.node_id, had_data)
             self.cluster = None
             if config.clustered:
                 from litemq.cluster.manager import ClusterManager
@@ -83,9 +100,10 @@ class BrokerRuntime:
                 self.cluster = ClusterManager(self)
                 self._local_metadata = None
             else:
-                self._local_metadata = ClusterMetadata(config.data_dir)
+                self._local_metadata = ClusterMetadata(config.data_dir, new_cluster_id=self.identity.cluster_id)
+                self.identity.bind_cluster_id(self._local_metadata.cluster_id)
+                self.on_broker_configs_changed()
             self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
-            self.replicas: ReplicaManager | None = None
             self.connections: set[Connection] = set()
             self.handlers: dict[int, Callable[..., Any]] = {}
             self.api_versions: dict[int, tuple[int, int]] = {}
@@ -149,6 +167,7 @@ class BrokerRuntime:
         from litemq.broker.handlers import register_all
 
         self.loop = asyncio.get_running_loop()
+        self.failed = self.loop.create_future()
         self.replicas = ReplicaManager(self.loop, self.executor)
         self.replicas.metrics = self.metrics
         logs = await self.loop.run_in_executor(self.executor, self.log_manager.load_all)
@@ -238,10 +257,10 @@ class BrokerRuntime:
 
     async def _housekeeping(self) -> None:
         """Retention, compaction and time-based flushes, off the event loop."""
-        interval_s = max(0.05, min(self.config.log_retention_check_interval_ms,
-                                   self.config.log_cleaner_backoff_ms) / 1000)
         while True:
-            await asyncio.sleep(interval_s)
+            # read every round: log.cleaner.backoff.ms is a dynamic broker config
+            await asyncio.sleep(max(0.05, min(self.config.log_retention_check_interval_ms,
+                                              self.config.log_cleaner_backoff_ms) / 1000))
             try:
                 await self.run_log_maintenance()
             except Exception:  # keep the broker serving; the next round retries
@@ -264,6 +283,60 @@ class BrokerRuntime:
                                                                        high_watermark=p.high_watermark))
             if not cfg.durable and p.log.flush_due(now_ms):
                 p._schedule_flush()
+
+    def fail(self, reason: str) -> None:
+        """``ClusterHost``: the broker cannot go on (its data dir belongs to another cluster):
+        log ``reason`` and complete :attr:`failed`, which ``litemq serve`` waits on (it stops
+        the broker and exits with status 1). Idempotent."""
+        if self.failed is not None and not self.failed.done():
+            log.error("stopping the broker: %s", reason)
+            self.failed.set_result(reason)
+
+    # ------------------------------------------------------------ dynamic broker configs
+    def dynamic_config_layers(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(this broker's own dynamic configs, the cluster-wide default ones)."""
+        return dynamic_config.layers(self.metadata.broker_configs, self.config.node_id)
+
+    def on_broker_configs_changed(self) -> None:
+        """``ClusterHost``: the stored dynamic broker configs changed (or were loaded): make them
+        effective without a restart - the dynamic settings of :attr:`config`, the broker-wide
+        topic config defaults, and the log config of every hosted partition whose topic does not
+        set that config itself (Kafka ``DynamicLogConfig.reconfigure``)."""
+        per_broker, default = self.dynamic_config_layers()
+        effective = dynamic_config.effective(self.static_config, per_broker, default)
+        dynamic_config.apply_to(self.config, effective)
+        defaults = dynamic_config.log_config_defaults(self.config, per_broker, default)
+        new_default = LogConfig.from_kafka_configs({k: v for k, v in defaults.items() if k not in BROKER_TOPIC_CONFIGS})
+        if new_default == self.default_log_config:
+            return
+        self.default_log_config = self.log_manager.default_config = new_default
+        if self.replicas is None:
+            return  # not started: the logs open with the new defaults
+        for (topic, _index), p in list(self.replicas.partitions.items()):
+            info = self.metadata.topics.get(topic)
+            if info is not None:
+                p.log.update_config(self.log_config_for(info))
+        log.info("dynamic broker configs applied: %s", {**default, **per_broker} or "none (static settings)")
+
+    def validate_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """``ClusterHost``: raises KafkaError (INVALID_REQUEST, INVALID_CONFIG) for a bad new set
+        of dynamic configs of broker resource ``resource`` (:func:`dynamic_config.validate`)."""
+        dynamic_config.validate(resource, configs)
+
+    async def set_broker_configs_async(self, resource: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of broker resource ``resource`` ("" = the cluster-wide
+        default): persisted in ``metadata.json`` on a single broker, a ``set_broker_configs``
+        record through the metadata leader in a cluster, then applied.
+
+        Raises:
+            KafkaError: INVALID_REQUEST / INVALID_CONFIG (validation), REQUEST_TIMED_OUT.
+        """
+        self.validate_broker_configs(resource, configs)
+        if self.cluster is None:
+            self.metadata.set_broker_configs(resource, configs)
+            self.on_broker_configs_changed()
+            return
+        await self.cluster.admin("set_broker_configs", broker=resource, configs=configs)
 
     # ------------------------------------------------------------ topics
     def log_config_for(self, info: TopicInfo) -> LogConfig:

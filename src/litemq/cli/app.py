@@ -1,6 +1,7 @@
 """Entry point of the ``litemq`` console script: the click group with every command registered."""
 
-from litemq.cli import client_commands, cluster_commands, group_commands, pipeline_commands, security_commands
+from litemq.cli import (client_commands, cluster_commands, config_commands, group_commands, pipeline_commands,
+                        security_commands)
 from litemq.cli.main import main
 
 client_commands.register(main)
@@ -8,5 +9,6 @@ group_commands.register(main)
 pipeline_commands.register(main)
 cluster_commands.register(main)
 security_commands.register(main)
+config_commands.register(main)
 
 __all__ = ["main"]

@@ -313,7 +313,8 @@ def _ids(ids) -> str:
 
 def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], view: dict) -> None:
     known = {b.get("node_id"): b for b in view.get("brokers") or []}
-    table = make_table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", title="brokers", title_justify="left")
+    table = make_table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", "DIRECTORY ID", title="brokers",
+                       title_justify="left")
     for nid in sorted(set(nodes) | set(known)):
         nd, b = nodes.get(nid, {}), known.get(nid)
         address = f"{b['host']}:{b['port']}" if b else f"{nd.get('host')}:{nd.get('port')}"
@@ -324,8 +325,10 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
         else:
             process = "-"
         live = "[green]yes[/]" if b and b.get("live") else "[red]no[/]"
+        # the directory.id of the broker's data dir (meta.properties), as it registered it
+        directory_id = (b or {}).get("directory_id") or (statuses.get(nid) or {}).get("directory_id") or "-"
         table.add_row(str(nid), address, f"{HOST}:{nd['rpc_port']}" if nd else "-", str(nd.get("pid", "-")),
-                      process, live)
+                      process, live, directory_id)
     console.print(table)
 
 

@@ -113,8 +113,12 @@ async def _serve(cfg: BrokerConfig) -> None:
     print(f"LiteMQ broker {cfg.node_id} ready on {where}", flush=True)
     if runtime.http.url is not None:
         print(f"console {runtime.http.url}/console/ · metrics {runtime.http.url}/metrics", flush=True)
-    await stop.wait()
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([stopping, runtime.failed], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
     await runtime.stop()
+    if runtime.failed.done():  # its data dir belongs to another cluster (found joining the peers)
+        raise ValueError(runtime.failed.result())
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -55,6 +55,8 @@ class ClusterAdmin:
                 rec = {"type": "register_broker", "node_id": int(args["node_id"]), "host": str(args["host"]),
                        "port": int(args["port"]), "endpoints": endpoints_to_json(
                            endpoints_from_json(args.get("endpoints")))}
+                if args.get("directory_id"):
+                    rec["directory_id"] = str(args["directory_id"])
             elif action == "create_topic":
                 rec = self._create_topic_record(args)
             elif action == "delete_topic":
@@ -80,6 +82,9 @@ class ClusterAdmin:
             elif action == "set_configs":
                 self.host.validate_topic_configs(dict(args["configs"]))
                 rec = {"type": "set_configs", "name": args["name"], "configs": dict(args["configs"])}
+            elif action == "set_broker_configs":
+                self.host.validate_broker_configs(str(args["broker"]), dict(args["configs"]))
+                rec = {"type": "set_broker_configs", "broker": str(args["broker"]), "configs": dict(args["configs"])}
             elif action == "producer_ids":
                 rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
                        "count": PRODUCER_ID_BLOCK_SIZE}

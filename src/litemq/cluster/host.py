@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from litemq.replica import ReplicaManager
     from litemq.storage.config import LogConfig
     from litemq.storage.manager import LogManager
+    from litemq.storage.meta_properties import DataDirIdentity
 
 
 class TopicConfigs(Protocol):
@@ -50,6 +51,9 @@ class ClusterHost(Protocol):
             ``ReplicatedPartition`` s there.
         metrics: the :class:`RaftObserver` of fsync times and Raft role changes (the broker's
             ``BrokerMetrics``).
+        identity: the data dir's ``meta.properties`` (cluster id once known, node id, directory
+            id): the manager stores the cluster id when it learns it and sends the directory id
+            with its heartbeats (``register_broker`` records it).
     """
 
     config: "BrokerConfig"
@@ -58,12 +62,24 @@ class ClusterHost(Protocol):
     log_manager: "LogManager"
     replicas: "ReplicaManager | None"
     metrics: RaftObserver
+    identity: "DataDirIdentity"
 
     def log_config_for(self, info: TopicConfigs) -> "LogConfig":
         """The log config of a topic: broker defaults overlaid with its dynamic configs."""
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         """Raises KafkaError(INVALID_CONFIG) naming the bad key (log and broker topic configs)."""
+
+    def validate_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """Raises KafkaError (INVALID_REQUEST, INVALID_CONFIG) for a bad new set of dynamic
+        configs of broker resource ``resource`` (a node id, or "" for the cluster-wide default)."""
+
+    def on_broker_configs_changed(self) -> None:
+        """The image's dynamic broker configs changed (a record, a snapshot, the replay at
+        start): apply them (broker settings, topic config defaults of every hosted partition)."""
+
+    def fail(self, reason: str) -> None:
+        """The broker cannot go on (its data dir belongs to another cluster): stop it, exit 1."""
 
     def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
         """(host, port) clients are told for this broker on ``listener_name`` (default listener

@@ -12,11 +12,16 @@ Records (``"type"``):
 ======================= ===================================================================
 init                    ``cluster_id`` (first leader, once)
 register_broker         ``node_id``, ``host``, ``port`` (default listener), ``endpoints``
-                        (listener name -> [host, port] of every advertised listener)
+                        (listener name -> [host, port] of every advertised listener),
+                        ``directory_id`` (optional: the ``directory.id`` of the broker's data
+                        dir, from its ``meta.properties``; a new one means a new disk)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
 delete_topic            ``name``
 create_partitions       ``name``, ``assignments`` (of the new partitions)
 set_configs             ``name``, ``configs`` (the whole new set)
+set_broker_configs      ``broker`` (a node id as a string, or "" for the cluster-wide
+                        default), ``configs`` (its whole new set of dynamic broker configs,
+                        Kafka names -> values; ``kafka-configs.sh --entity-type brokers``)
 producer_ids            ``node_id``, ``start``, ``count`` (a block, KIP-730 style)
 create_acls             ``acls`` (binding rows; see :mod:`litemq.security.records`)
 delete_acls             ``filters`` (every binding matching one is removed)
@@ -53,6 +58,9 @@ class BrokerInfo:
     host: str
     port: int
     endpoints: dict[str, tuple[str, int]] = field(default_factory=dict, hash=False)
+    directory_id: str | None = None
+    """The ``directory.id`` of the broker's data dir when it registered (None from brokers
+    older than ``meta.properties``)."""
 
     def endpoint(self, listener_name: str | None = None) -> tuple[str, int] | None:
         """(host, port) on ``listener_name`` (the default listener when None); None when the
@@ -89,6 +97,7 @@ class ApplyResult:
     created: list[tuple[str, int]] = field(default_factory=list)
     deleted: list[tuple[str, int]] = field(default_factory=list)
     changed_topics: list[str] = field(default_factory=list)
+    broker_configs_changed: bool = False
 
     def to_json(self) -> dict:
         return {"error": self.error, "message": self.message}
@@ -210,6 +219,8 @@ class MetadataImage:
         next_producer_id: first producer id not handed out in a block yet.
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
+        broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
+            string -> Kafka config name -> value.
     """
 
     def __init__(self) -> None:
@@ -220,6 +231,7 @@ class MetadataImage:
         self.next_producer_id = 0
         self.acls = AclStore()
         self.scram_credentials: dict = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------ queries
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -257,8 +269,9 @@ class MetadataImage:
         return ApplyResult()
 
     def _apply_register_broker(self, rec: dict) -> ApplyResult:
+        directory_id = rec.get("directory_id")
         b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]),
-                       endpoints_from_json(rec.get("endpoints")))
+                       endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None)
         self.brokers[b.node_id] = b
         return ApplyResult()
 
@@ -305,6 +318,18 @@ class MetadataImage:
         info.configs = {str(k): str(v) for k, v in dict(rec["configs"]).items()}
         return ApplyResult(changed_topics=[info.name])
 
+    def _apply_set_broker_configs(self, rec: dict) -> ApplyResult:
+        broker = str(rec["broker"])
+        if broker and not broker.isdigit():
+            raise KafkaError(f"bad broker config resource {broker!r}", ErrorCode.INVALID_REQUEST)
+        # the names were validated by the metadata leader (only the dynamic ones, a few dozen)
+        configs = {str(k): str(v) for k, v in dict(rec["configs"]).items()}
+        if configs:
+            self.broker_configs[broker] = configs
+        else:
+            self.broker_configs.pop(broker, None)
+        return ApplyResult(broker_configs_changed=True)
+
     def _apply_producer_ids(self, rec: dict) -> ApplyResult:
         start, count = int(rec["start"]), int(rec["count"])
         if start != self.next_producer_id or count < 1:
@@ -324,8 +349,9 @@ class MetadataImage:
         return {
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
-            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints)]
+            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id]
                         for b in self.brokers.values()],
+            "broker_configs": self.broker_configs,
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
@@ -337,8 +363,11 @@ class MetadataImage:
         img.cluster_id = d.get("cluster_id", "")
         img.next_producer_id = int(d.get("next_producer_id", 0))
         img.brokers = {int(b[0]): BrokerInfo(int(b[0]), str(b[1]), int(b[2]),
-                                             endpoints_from_json(b[3] if len(b) > 3 else None))
+                                             endpoints_from_json(b[3] if len(b) > 3 else None),
+                                             str(b[4]) if len(b) > 4 and b[4] else None)
                        for b in d.get("brokers", [])}
+        img.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
+                              for k, c in dict(d.get("broker_configs") or {}).items()}
         for t in d.get("topics", []):
             info = TopicInfo.from_json(t)
             img.topics[info.name] = info

@@ -122,6 +122,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         self._tick_no = 0
         self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
+        self._failed = False
+        """This broker found its data dir belongs to another cluster and asked its host to stop."""
+        self._foreign_peers: dict[int, str] = {}
+        """Peer id -> the other cluster id its HELLO named (links refused)."""
         self.rpc_ops: dict[str, Callable[[int, dict], Awaitable[dict]]] = {}
         """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
@@ -156,6 +160,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             if self.meta._persisting or not self.meta.node.has_ready():
                 break
             self.meta.process()
+        # meta.properties against the metadata log of this data dir (InconsistentDataDirError)
+        self.host.identity.bind_cluster_id(self.image.cluster_id)
+        self.host.on_broker_configs_changed()  # the replayed dynamic broker configs
         self._reconcile_replicas()
         host, port = self.config.rpc_listen_host, self.config.rpc_listen_port
         self.transport = Transport(self, host, port, self.voters)
@@ -339,6 +346,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             self.meta.view.snapshot_data = rd.snapshot.data
             self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
             self.applied_offset = rd.snapshot.offset
+            self.host.on_broker_configs_changed()
             self._reconcile_replicas()
         for e in rd.committed_entries:
             if e.kind == EntryKind.DATA:
@@ -360,6 +368,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                     proposed[1].set_result({"error": result.error, "message": result.message, "offset": e.last_offset}
                                            if proposed[0] == e.term else {"retry": True})
             self.applied_offset = e.last_offset
+        if self.image.cluster_id and self.image.cluster_id != self.host.identity.cluster_id and not self._failed:
+            self._bind_cluster_id()
         if rd.soft_state is not None:
             self._on_meta_role(rd.soft_state.role)
             waiters, self._leader_waiters = self._leader_waiters, []
@@ -412,6 +422,34 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             if not self.image.cluster_id:
                 self._spawn(self._admin_local("init", {"cluster_id": uuid.uuid4().hex[:22]}))
 
+    def _bind_cluster_id(self) -> None:
+        """The image names a cluster id meta.properties does not have yet (a new data dir
+        learnt it from the metadata log): store it; a different stored one stops the broker."""
+        try:
+            self.host.identity.bind_cluster_id(self.image.cluster_id)
+        except (OSError, ValueError) as exc:
+            self._failed = True
+            self.host.fail(str(exc))
+
+    def local_cluster_id(self) -> str:
+        """Transport owner: the cluster id of this broker's HELLO ("" while unknown)."""
+        return self.image.cluster_id or self.host.identity.cluster_id or ""
+
+    def on_foreign_cluster(self, peer_id: int, cluster_id: str) -> None:
+        """Transport owner: broker ``peer_id`` belongs to cluster ``cluster_id``, not ours, and
+        the link was refused. When a majority of the metadata voters name that same other
+        cluster, this broker is the foreign one (its data dir belongs to another cluster): it
+        stops with Kafka's ``Invalid cluster.id`` message (exit status 1)."""
+        if self._foreign_peers.get(peer_id) != cluster_id:
+            log.error("broker %s belongs to cluster %s, this broker (%d) to cluster %s: refusing its connection "
+                      "(a data dir of another cluster?)", peer_id, cluster_id, self.node_id, self.local_cluster_id())
+        self._foreign_peers[peer_id] = cluster_id
+        others = sorted(n for n, c in self._foreign_peers.items() if c == cluster_id and n in self.voters)
+        if len(others) >= len(self.voters) // 2 + 1 and not self._failed:
+            self._failed = True
+            self.host.fail(f"Invalid cluster.id in: {self.host.identity.path}. Expected {cluster_id} (the cluster "
+                           f"of metadata voters {','.join(map(str, others))}), but read {self.local_cluster_id()}")
+
     def _take_snapshot(self) -> None:
         """Snapshot the image at the applied offset and cut the metadata log before it
         (thesis §5.1); followers further behind get the image by InstallSnapshot."""
@@ -453,6 +491,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
     def _apply_side_effects(self, result: ApplyResult) -> None:
         if result.error:
             return
+        if result.broker_configs_changed:
+            self.host.on_broker_configs_changed()
         for topic, index in result.deleted:
             self._drop_replica(topic, index, delete_log=True)
         if result.created or result.changed_topics:
@@ -554,14 +594,16 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         host, port = str(req["host"]), int(req["port"])
         endpoints = endpoints_from_json(req.get("endpoints"))  # absent from brokers older than listeners
         known = self.image.brokers.get(node)
-        if (known is None or known.host != host or known.port != port or known.endpoints != endpoints) \
-                and node not in self._registering:
+        directory_id = req.get("directory_id")  # absent from brokers older than meta.properties
+        if (known is None or known.host != host or known.port != port or known.endpoints != endpoints
+                or known.directory_id != directory_id) and node not in self._registering:
             self._registering.add(node)
 
             async def register():
                 try:
                     await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port,
-                                                                "endpoints": endpoints_to_json(endpoints)})
+                                                                "endpoints": endpoints_to_json(endpoints),
+                                                                "directory_id": directory_id})
                 finally:
                     self._registering.discard(node)
             self._spawn(register())
@@ -580,7 +622,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             leaders = {gid: g.node.term for gid, g in self.groups.items()
                        if gid != META_GROUP and g.node.is_leader}
             req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
-                   "leaders": leaders, "applied": self.applied_offset}
+                   "leaders": leaders, "applied": self.applied_offset,
+                   "directory_id": self.host.identity.directory_id}
             leader = self.meta.node.leader_id
             resp = None
             try:
@@ -725,9 +768,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         return {
             "node_id": self.node_id,
             "cluster_id": self.image.cluster_id,
+            "directory_id": self.host.identity.directory_id,
             "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
                          "applied_offset": self.applied_offset, "voters": sorted(node.voters)},
-            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "directory_id": b.directory_id,
                          "live": b.node_id in self.live_brokers or b.node_id == self.node_id}
                         for b in sorted(self.image.brokers.values(), key=lambda b: b.node_id)],
             "partitions": parts,

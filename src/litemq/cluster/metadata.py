@@ -86,9 +86,16 @@ class ClusterMetadata:
         topics: name -> :class:`TopicInfo`.
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
+        broker_configs: dynamic broker configs: "" (the default) or the node id as a string ->
+            Kafka config name -> value (``kafka-configs.sh --entity-type brokers``).
+
+    Args:
+        data_dir: the broker's data dir (the store is ``__cluster_metadata/metadata.json`` there).
+        new_cluster_id: the cluster id a new store takes (the one ``meta.properties`` names, so
+            a lost ``metadata.json`` does not give the data dir a new cluster); None: a new one.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, new_cluster_id: str | None = None) -> None:
         self._dir = Path(data_dir) / METADATA_DIR_NAME
         self._dir.mkdir(parents=True, exist_ok=True)
         self._path = self._dir / "metadata.json"
@@ -97,6 +104,8 @@ class ClusterMetadata:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self.acls = AclStore()
         self.scram_credentials: dict = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self._new_cluster_id = new_cluster_id
         self._next_producer_id = 0
         self._producer_id_limit = 0  # exclusive end of the reserved block
         self._load()
@@ -110,11 +119,13 @@ class ClusterMetadata:
             self._by_id = {t.topic_id: t for t in self.topics.values()}
             self.acls = AclStore.from_json(d.get("acls", []))
             self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
+            self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
+                                   for k, c in dict(d.get("broker_configs") or {}).items()}
             # Reserved blocks are not handed out again after a restart (as Kafka's
             # ProducerIdManager): start at the persisted limit.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
         else:
-            self.cluster_id = uuid.uuid4().hex[:22]
+            self.cluster_id = self._new_cluster_id or uuid.uuid4().hex[:22]
             self._save()
 
     def _save(self) -> None:
@@ -124,6 +135,7 @@ class ClusterMetadata:
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
+            "broker_configs": self.broker_configs,
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -177,6 +189,15 @@ class ClusterMetadata:
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
+        self._save()
+
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of broker resource ``resource`` ("" = the default; the
+        caller validated them) and persist."""
+        if configs:
+            self.broker_configs[resource] = dict(configs)
+        else:
+            self.broker_configs.pop(resource, None)
         self._save()
 
     # ------------------------------------------------------------ producer ids

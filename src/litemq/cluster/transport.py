@@ -3,7 +3,10 @@
 Every broker listens on its RPC address (``--rpc-listen``). For each pair of brokers the one
 with the lower node id dials the other and both use that single connection in both
 directions; a lost connection is redialled every ``RECONNECT_BACKOFF_MS``. The first frame
-on a connection is HELLO (node id; -1 for tools such as ``litemq cluster status``).
+on a connection is HELLO (node id, -1 for tools such as ``litemq cluster status``, and cluster
+id). A broker whose HELLO names another cluster id than this broker's (a data dir of another
+cluster) is refused: the accepting side answers with its own HELLO and closes, and neither side
+delivers anything of the link (a broker not knowing its cluster id yet is accepted).
 
 Raft messages of *all* groups bound for the same peer are queued and written as one RAFT
 frame at the end of the event-loop turn (``loop.call_soon``), so a burst of produce requests
@@ -77,6 +80,13 @@ class TransportOwner(Protocol):
     def on_peer_connected(self, peer_id: int) -> None:
         """A link to ``peer_id`` is up (either side dialled)."""
 
+    def local_cluster_id(self) -> str:
+        """The cluster id this broker sends in its HELLO ("" while it does not know it yet)."""
+
+    def on_foreign_cluster(self, peer_id: int, cluster_id: str) -> None:
+        """Broker ``peer_id`` names another cluster (``cluster_id``) than this broker's: the
+        link was refused (both sides refuse it)."""
+
 log = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF_MS = 200
@@ -103,7 +113,8 @@ class PeerLink(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         if self.peer_id is not None:
-            transport.writelines(encode_frame(FRAME_HELLO, [encode_hello(self.owner.node_id, "")]))
+            transport.writelines(encode_frame(FRAME_HELLO, [encode_hello(self.owner.node_id,
+                                                                         self.owner.manager.local_cluster_id())]))
             self._hello_seen = True
             self.owner._register(self)
 
@@ -134,6 +145,8 @@ class PeerLink(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
             for kind, body in frames:
+                if self.transport is not None and self.transport.is_closing():
+                    return  # refused (another cluster's broker): nothing more of it is read
                 self._on_frame(kind, body)
         except CodecError as exc:
             log.warning("closing broker connection from %s: %s", self.peer_id, exc)
@@ -145,15 +158,26 @@ class PeerLink(asyncio.Protocol):
         if not self._hello_seen:
             if kind != FRAME_HELLO:
                 raise CodecError("first frame is not HELLO")
-            node_id, _ = decode_hello(body)
+            node_id, cluster_id = decode_hello(body)
             self._hello_seen = True
             self.peer_id = node_id
+            if node_id >= 0 and self._foreign(cluster_id):
+                # tell the dialler which cluster this is, so it can tell which side is foreign
+                self.transport.writelines(encode_frame(FRAME_HELLO, [encode_hello(
+                    owner.node_id, owner.manager.local_cluster_id())]))
+                self.transport.close()
+                return
             if node_id >= 0:
                 if node_id not in owner.manager.voters and node_id != owner.node_id:
                     log.info("connection from broker %d, which is not a metadata voter", node_id)
                 owner._register(self)
             return
-        if kind == FRAME_RAFT:
+        if kind == FRAME_HELLO:  # the side we dialled refuses us: it belongs to another cluster
+            _, cluster_id = decode_hello(body)
+            if not self._foreign(cluster_id):
+                raise CodecError("a second HELLO on the connection")
+            self.transport.close()
+        elif kind == FRAME_RAFT:
             if self.peer_id is None or self.peer_id < 0:
                 raise CodecError("RAFT frame from a tool connection")
             owner.frames_received += 1
@@ -168,6 +192,15 @@ class PeerLink(asyncio.Protocol):
                 fut.set_result(resp)
         else:
             raise CodecError(f"unexpected frame kind {kind}")
+
+    def _foreign(self, cluster_id: str) -> bool:
+        """True (and the owner told) when the peer's HELLO names another cluster than ours;
+        either side not knowing its cluster id yet (a new broker, a tool) is never foreign."""
+        own = self.owner.manager.local_cluster_id()
+        if not cluster_id or not own or cluster_id == own:
+            return False
+        self.owner.manager.on_foreign_cluster(self.peer_id, cluster_id)
+        return True
 
     async def _answer(self, cid: int, req: dict) -> None:
         try:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 
 from litemq.security.acl_operations import AclOperation, ResourceType
+from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
-from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -155,45 +155,77 @@ async def handle_create_partitions(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "results": out}
 
 
-def _topic_config_entries(runtime, info, keys, v: int) -> list[dict]:
+def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of a topic: its own value (DYNAMIC_TOPIC_CONFIG), else the
+    broker-wide default with the source of the broker config it comes from (Kafka: the topic
+    config's synonym ``log.retention.ms`` set for this broker, as the cluster default, in the
+    broker's configuration, or LiteMQ's default)."""
     defaults = dict(runtime.default_log_config.to_kafka_configs())
     defaults.update(BROKER_TOPIC_CONFIGS)
     defaults["min.insync.replicas"] = str(runtime.config.min_insync_replicas)
-    # Kafka: a topic config without an override whose broker setting (log.retention.ms, ...) was
-    # set in the broker's configuration reports STATIC_BROKER_CONFIG, else DEFAULT_CONFIG
-    from_broker = runtime.config.log_config_defaults()
-    stock = BrokerConfig().log_config_defaults()
+    per_broker, default = runtime.dynamic_config_layers()
+    static = runtime.static_config
     entries = []
     for name in sorted(defaults):
         if keys is not None and name not in keys:
             continue
         dynamic = name in info.configs
         value = info.configs[name] if dynamic else defaults[name]
-        if dynamic:
-            source = SOURCE_DYNAMIC_TOPIC
-        elif name in from_broker and from_broker[name] != stock.get(name):
-            source = SOURCE_STATIC_BROKER
-        else:
-            source = SOURCE_DEFAULT
-        entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic,
-                        "config_source": source, "is_sensitive": False, "synonyms": [],
+        broker_name = dynamic_config.TOPIC_TO_BROKER_CONFIG.get(name)
+        broker_source = SOURCE_DEFAULT if broker_name is None else dynamic_config.source_of(
+            broker_name, static, per_broker, default)
+        found = []
+        if synonyms:
+            if dynamic:
+                found.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
+            if broker_name is not None:
+                found += dynamic_config.synonyms(broker_name, static, per_broker, default)
+        entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic
+                        and broker_source == SOURCE_DEFAULT, "config_source": SOURCE_DYNAMIC_TOPIC if dynamic
+                        else broker_source, "is_sensitive": False, "synonyms": found,
                         "config_type": 0, "documentation": None})
     return entries
 
 
-def _broker_config_entries(runtime, keys) -> list[dict]:
-    cfg = runtime.config
-    values = {
-        "num.partitions": cfg.num_partitions, "default.replication.factor": cfg.default_replication_factor,
-        "auto.create.topics.enable": str(cfg.auto_create_topics_enable).lower(),
-        "message.max.bytes": cfg.message_max_bytes, "log.retention.ms": cfg.log_retention_ms,
-        "log.segment.bytes": cfg.log_segment_bytes, "offsets.topic.num.partitions": cfg.offsets_topic_num_partitions,
-        "min.insync.replicas": cfg.min_insync_replicas, "broker.id": cfg.node_id,
-    }
-    return [{"name": k, "value": str(v), "read_only": True, "is_default": False,
-             "config_source": SOURCE_STATIC_BROKER, "is_sensitive": False, "synonyms": [], "config_type": 0,
-             "documentation": None}
-            for k, v in sorted(values.items()) if keys is None or k in keys]
+_READ_ONLY_BROKER_CONFIGS = ("num.partitions", "default.replication.factor", "auto.create.topics.enable",
+                             "offsets.topic.num.partitions", "log.retention.check.interval.ms", "node.id",
+                             "broker.id")
+"""Read-only broker settings DescribeConfigs reports besides every dynamic one."""
+
+
+def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list[dict]:
+    """DescribeConfigs entries of a BROKER resource (Kafka ``ConfigHelper.describeConfigs``):
+    this broker (``resource`` = its node id): the read-only settings and every dynamic one with
+    its effective value and source; the cluster-wide default (``""``): the dynamic defaults
+    set (DYNAMIC_DEFAULT_BROKER_CONFIG) only.
+
+    Raises:
+        KafkaError(INVALID_REQUEST): another broker's id (Kafka answers only for itself).
+    """
+    per_broker, default = runtime.dynamic_config_layers()
+    static, cfg = runtime.static_config, runtime.config
+    if resource == dynamic_config.DEFAULT_RESOURCE:
+        return [{"name": k, "value": v, "read_only": False, "is_default": False,
+                 "config_source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER, "is_sensitive": False,
+                 "synonyms": [{"name": k, "value": v, "source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER}]
+                 if synonyms else [], "config_type": 0, "documentation": None}
+                for k, v in sorted(default.items()) if keys is None or k in keys]
+    if resource != str(cfg.node_id):
+        raise KafkaError(f"Unexpected broker id, expected {cfg.node_id} or empty string, but received {resource}",
+                         ErrorCode.INVALID_REQUEST)
+    entries = []
+    for name in sorted({*_READ_ONLY_BROKER_CONFIGS, *dynamic_config.DYNAMIC_BROKER_CONFIGS}):
+        if keys is not None and name not in keys:
+            continue
+        read_only = name not in dynamic_config.DYNAMIC_BROKER_CONFIGS
+        key = "node.id" if name == "broker.id" else name
+        source = dynamic_config.source_of(key, static, per_broker, default)
+        entries.append({"name": name, "value": dynamic_config.value_of(key, cfg, per_broker, default),
+                        "read_only": read_only, "is_default": source == SOURCE_DEFAULT, "config_source": source,
+                        "is_sensitive": False,
+                        "synonyms": dynamic_config.synonyms(key, static, per_broker, default) if synonyms else [],
+                        "config_type": 0, "documentation": None})
+    return entries
 
 
 def _group_config_entries(keys, documentation: bool) -> list[dict]:
@@ -262,9 +294,12 @@ def handle_describe_configs(ctx, req) -> dict:
             if info is None:
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
             else:
-                entry["configs"] = _topic_config_entries(runtime, info, keys, ctx.version)
+                entry["configs"] = _topic_config_entries(runtime, info, keys, req.include_synonyms)
         elif r.resource_type == BROKER_RESOURCE:
-            entry["configs"] = _broker_config_entries(runtime, keys)
+            try:
+                entry["configs"] = _broker_config_entries(runtime, r.resource_name or "", keys, req.include_synonyms)
+            except KafkaError as exc:
+                entry.update(error_code=exc.code, error_message=str(exc))
         elif r.resource_type == GROUP_RESOURCE:
             if not r.resource_name:
                 entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
@@ -275,6 +310,34 @@ def handle_describe_configs(ctx, req) -> dict:
                          error_message=f"Unsupported resource type: {r.resource_type}")
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _altered(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
+    """The new config set of a resource: ``current`` with the request's entries applied (SET,
+    DELETE, APPEND, SUBTRACT for IncrementalAlterConfigs; AlterConfigs replaces the whole set,
+    so its caller passes an empty ``current``).
+
+    Raises:
+        KafkaError(INVALID_REQUEST): an unknown operation.
+    """
+    new = dict(current)
+    for c in configs:
+        op = c.config_operation if incremental else SET
+        if op == SET:
+            if c.value is None:
+                new.pop(c.name, None)
+            else:
+                new[c.name] = c.value
+        elif op == DELETE:
+            new.pop(c.name, None)
+        elif op in (APPEND, SUBTRACT):
+            items = [x for x in new.get(c.name, "").split(",") if x]
+            vals = [x for x in (c.value or "").split(",") if x]
+            items = items + [x for x in vals if x not in items] if op == APPEND else [x for x in items if x not in vals]
+            new[c.name] = ",".join(items)
+        else:
+            raise KafkaError(f"unknown config operation {op}", ErrorCode.INVALID_REQUEST)
+    return new
 
 
 async def _alter(ctx, req, incremental: bool) -> dict:
@@ -289,28 +352,23 @@ async def _alter(ctx, req, incremental: bool) -> dict:
                 raise KafkaError("Authorization failed.", denied)
             if r.resource_type == GROUP_RESOURCE:
                 _check_group_alter(r, incremental)
+            if r.resource_type == BROKER_RESOURCE:
+                # kafka-configs.sh --entity-type brokers (--entity-name N | --entity-default)
+                resource = r.resource_name or dynamic_config.DEFAULT_RESOURCE
+                dynamic_config.check_resource_name(resource)
+                current = runtime.metadata.broker_configs.get(resource, {})
+                new = _altered(current if incremental else {}, r.configs, incremental)
+                runtime.validate_broker_configs(resource, new)
+                if not req.validate_only:
+                    await runtime.set_broker_configs_async(resource, new)
+                out.append(entry)
+                continue
             if r.resource_type != TOPIC_RESOURCE:
-                raise KafkaError("only topic configs can be altered", ErrorCode.INVALID_REQUEST)
+                raise KafkaError("only topic and broker configs can be altered", ErrorCode.INVALID_REQUEST)
             info = runtime.metadata.topics.get(r.resource_name)
             if info is None:
                 raise KafkaError("unknown topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            new = dict(info.configs) if incremental else {}
-            for c in r.configs:
-                op = c.config_operation if incremental else SET
-                if op == SET:
-                    if c.value is None:
-                        new.pop(c.name, None)
-                    else:
-                        new[c.name] = c.value
-                elif op == DELETE:
-                    new.pop(c.name, None)
-                elif op in (APPEND, SUBTRACT):
-                    items = [x for x in new.get(c.name, "").split(",") if x]
-                    vals = [x for x in (c.value or "").split(",") if x]
-                    items = items + [x for x in vals if x not in items] if op == APPEND else [x for x in items if x not in vals]
-                    new[c.name] = ",".join(items)
-                else:
-                    raise KafkaError(f"unknown config operation {op}", ErrorCode.INVALID_REQUEST)
+            new = _altered(info.configs if incremental else {}, r.configs, incremental)
             runtime.validate_topic_configs(new)
             if not req.validate_only:
                 await runtime.set_topic_configs_async(r.resource_name, new)
