@@ -6,7 +6,8 @@ the caller side of its Ready contract (docs/raft.md):
 
 1. install a snapshot (``truncate_fully_and_start_at``), truncate a divergent suffix
    (``truncate_to``, the epoch cache follows), append entries as follower batches;
-2. persist the hard state (term, vote) and fsync the log in the broker's executor;
+2. persist the hard state (term, vote) and fsync the log on the broker's fsync thread
+   (:class:`~litemq.replica.sync_queue.SyncQueue`: one hand-off for all groups' fsyncs);
 3. send the messages (a leader's Append/Heartbeat go out at once: thesis §10.2.1 lets a
    leader write its own log in parallel; votes and follower acks wait for the fsync);
 4. hand committed entries / the new high watermark to the owner, then ``advance``.
@@ -53,6 +54,7 @@ from litemq.raft import (
     Snapshot,
 )
 from litemq.raft.messages import Append, Heartbeat, TimeoutNow
+from litemq.replica.sync_queue import SyncQueue
 from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -360,11 +362,11 @@ class RaftGroup:
         need_log_sync = bool(rd.entries or rd.snapshot is not None or rd.truncate_to is not None) and plog.config.durable
         if need_log_sync or vote_changed:
             self._persisting = True
-            fut = self.host.loop.run_in_executor(self.host.executor, self._sync, need_log_sync,
-                                                 hs if vote_changed else None)
-            fut.add_done_callback(lambda f: self._finish(rd, late, f))
+            hs_to_sync = hs if vote_changed else None
+            SyncQueue.of(self.host.loop).submit(lambda: self._sync(need_log_sync, hs_to_sync),
+                                                lambda took, exc: self._finish(rd, late, took, exc))
         else:
-            self._finish(rd, late, None)
+            self._finish(rd, late, None, None)
 
     def _sync(self, log_sync: bool, hs: HardState | None) -> float | None:
         """fsync the log and/or the hard state (worker thread); returns the log flush's seconds."""
@@ -377,18 +379,18 @@ class RaftGroup:
             self.write_state(hs, sync=True)
         return took
 
-    def _finish(self, rd: Ready, late: list, fut) -> None:
+    def _finish(self, rd: Ready, late: list, took: float | None, exc: BaseException | None) -> None:
         self._persisting = False
         if self.closed:
             return
-        if fut is not None and fut.exception() is not None:
-            log.error("%s: fsync failed: %s; replica goes offline", self.group_id, fut.exception())
+        if exc is not None:
+            log.error("%s: fsync failed: %s; replica goes offline", self.group_id, exc)
             self.failed = True
             return
         metrics = getattr(self.host, "metrics", None)  # ClusterManager.metrics: the broker's, or None
         if metrics is not None:
-            if fut is not None and fut.result() is not None:
-                metrics.on_flush(fut.result())
+            if took is not None:
+                metrics.on_flush(took)
             if rd.soft_state is not None:
                 soft = rd.soft_state
                 metrics.on_raft_soft_state(self.group_type, self._seen_role, self._seen_leader,

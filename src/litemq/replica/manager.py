@@ -12,7 +12,8 @@ is the offset below which records are committed and visible to consumers:
   fsync follows Kafka's ``flush.messages`` / ``flush.ms`` policy.
 
 Waiters (``acks=all`` produce, long-poll fetch) are futures keyed by an offset; nothing polls.
-This module runs on the broker's event-loop thread; only ``flush`` runs in the executor.
+This module runs on the broker's event-loop thread; only ``flush`` runs elsewhere, on the
+broker's fsync thread (:class:`~litemq.replica.sync_queue.SyncQueue`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import Executor
 from typing import Protocol
 
 from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
+from litemq.replica.sync_queue import SyncQueue
 from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -92,19 +94,19 @@ class Partition:
             return  # the running flush reschedules itself if more was appended meanwhile
         self._flush_running = True
         target = self.log.log_end_offset
-        fut = self._manager.loop.run_in_executor(self._manager.executor, timed_flush, self.log)
-        fut.add_done_callback(lambda f: self._flush_done(f, target))
+        plog = self.log
+        SyncQueue.of(self._manager.loop).submit(lambda: timed_flush(plog),
+                                                lambda took, exc: self._flush_done(took, exc, target))
 
-    def _flush_done(self, fut: asyncio.Future, target: int) -> None:
+    def _flush_done(self, took: float | None, exc: BaseException | None, target: int) -> None:
         self._flush_running = False
-        exc = fut.exception()
         if exc is not None:
             log.error("fsync of %s-%d failed: %s; partition goes offline", self.topic, self.index, exc)
             self._offline = True
             self._fail_waiters(KafkaStorageError(f"fsync failed: {exc}"))
             return
         if self._manager.metrics is not None:
-            self._manager.metrics.on_flush(fut.result())
+            self._manager.metrics.on_flush(took)
         if self.log.config.durable:
             self._advance_high_watermark(target)
             if self.log.log_end_offset > target:
