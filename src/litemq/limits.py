@@ -108,14 +108,19 @@ ADMIN_RETRY_BACKOFF_MS = 100
 its leadership, is asked again after this long (or as soon as the known leader changes)."""
 
 METADATA_LEADER_REFRESH_WAIT_MS = 500
+"""A Metadata request that would report a partition without a leader, or names a topic this
+broker does not know, first asks the metadata leader for the current leaders and its commit
+index (an out-of-turn heartbeat) and catches up to it, waiting this long at most (a partition
+whose leader is really down is then reported LEADER_NOT_AVAILABLE)."""
 CREATE_TOPIC_PROPAGATION_WAIT_MS = 2000
 """The metadata leader answers a topic creation (or new partitions) once every live broker
 reported, in its heartbeat, that it applied the record - at most this long after the commit -
 so a client that goes on through any broker finds the topic (brokers heartbeat at once after
 applying one)."""
-"""A Metadata request that would report a partition without a leader first asks the metadata
-leader for the current leaders (an out-of-turn heartbeat) and waits this long at most for the
-answer (a partition whose leader is really down is then reported LEADER_NOT_AVAILABLE)."""
+SYNC_THREAD_IDLE_EXIT_MS = 5000
+"""A broker's fsync thread (litemq.replica.sync_queue) exits after this long without work."""
+SYNC_PARALLEL_JOBS = 4
+"""fsyncs of different logs a broker's fsync thread runs at once when several are queued."""
 
 PRODUCER_ID_BLOCK_WAIT_MS = 2_000
 """InitProducerId waits at most this long for a new producer-id block from the metadata leader
