@@ -107,6 +107,30 @@ class BrokerConfig:
     ``limits.MAX_GROUP_MEMBERS``)."""
     group_consumer_assignors: str = "uniform,range"
     """Server-side assignors, comma separated; the first is the default (Kafka: uniform, range)."""
+    # KIP-932 share groups (Kafka 4.1 GroupConfig / ShareGroupConfig defaults)
+    group_share_session_timeout_ms: int = 45_000
+    """A share-group member that sends no ShareGroupHeartbeat for this long is removed."""
+    group_share_heartbeat_interval_ms: int = 5000
+    """The heartbeat interval the coordinator tells share-group members to use."""
+    group_share_max_size: int = 200
+    """Members of one share group (GROUP_MAX_SIZE_REACHED beyond)."""
+    group_share_record_lock_duration_ms: int = 30_000
+    """How long a record delivered to a share-group member stays locked to it (then it is
+    delivered again)."""
+    group_share_delivery_count_limit: int = 5
+    """Deliveries of one record to a share group before it is archived (never delivered again)."""
+    group_share_partition_max_record_locks: int = 2000
+    """In-flight records (SPSO..SPEO) of one share-partition."""
+    share_coordinator_state_topic_num_partitions: int = 50
+    """Partitions of ``__share_group_state`` (created on first use)."""
+    share_coordinator_state_topic_replication_factor: int = 3
+    """Replicas of ``__share_group_state`` (at most the live brokers)."""
+    share_auto_offset_reset: str = "latest"
+    """Where a share group starts reading a partition it has no state for: ``latest`` or
+    ``earliest`` (Kafka's group config of that name; LiteMQ applies it to every share group)."""
+    share_isolation_level: str = "read_uncommitted"
+    """``read_committed`` delivers only committed transactional records (Kafka's group config of
+    that name; LiteMQ applies it to every share group)."""
     offset_metadata_max_bytes: int = 4096
 
     # replicated cluster (litemq.cluster): empty ``controller_quorum_voters`` = single node
@@ -518,6 +542,14 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "group.consumer.session.timeout.ms": (1, None),
     "group.consumer.heartbeat.interval.ms": (1, None),
     "group.consumer.max.size": (1, None),
+    "group.share.session.timeout.ms": (1, None),
+    "group.share.heartbeat.interval.ms": (1, None),
+    "group.share.max.size": (1, 1000),
+    "group.share.record.lock.duration.ms": (1000, 3_600_000),
+    "group.share.delivery.count.limit": (2, 10),
+    "group.share.partition.max.record.locks": (100, 10_000),
+    "share.coordinator.state.topic.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
+    "share.coordinator.state.topic.replication.factor": (1, RAFT_MAX_VOTERS),
     "offset.metadata.max.bytes": (0, None),
     "broker.heartbeat.interval.ms": (1, None),
     "broker.session.timeout.ms": (1, None),

@@ -140,6 +140,50 @@ class RangeAssignor:
         return out
 
 
+class SimpleAssignor:
+    """The share-group assignor (KIP-932, Kafka 4.1 ``SimpleAssignor``; ``group.share.assignors``).
+
+    Partitions of a share group may be assigned to several members at once. With at least as
+    many partitions as members, each partition goes to one member, balanced and sticky (the
+    ``uniform`` rules). With more members than partitions, every member gets one partition and
+    each partition is shared by ``ceil(members / partitions)`` members at most: a member keeps
+    its current partition while that partition is under its share, else it gets the least
+    shared partition it subscribes to (ties: lowest topic, partition). So every member has
+    something to consume and records of a partition are spread over its members.
+    """
+
+    name = "simple"
+
+    def assign(self, members: dict[str, MemberSubscription], topics: dict[str, int],
+               current: dict[str, Assignment]) -> dict[str, Assignment]:
+        parts = sorted((t, p) for t, n in topics.items() if any(t in m.topics for m in members.values())
+                       for p in range(n))
+        if len(parts) >= len(members):
+            return UniformAssignor().assign(members, topics, current)
+        load = {tp: 0 for tp in parts}
+        share = -(-len(members) // len(parts))
+        out: dict[str, Assignment] = {}
+        todo = []
+        for m in sorted(members):
+            subs = members[m].topics
+            kept = next(((t, p) for t, ps in sorted(current.get(m, {}).items()) for p in sorted(ps)
+                         if (t, p) in load and t in subs and load[(t, p)] < share), None)
+            if kept is not None:
+                load[kept] += 1
+                out[m] = {kept[0]: frozenset((kept[1],))}
+            else:
+                todo.append(m)
+        for m in todo:
+            cands = [tp for tp in parts if tp[0] in members[m].topics]
+            if not cands:
+                out[m] = {}
+                continue
+            tp = min(cands, key=lambda x: (load[x], x))
+            load[tp] += 1
+            out[m] = {tp[0]: frozenset((tp[1],))}
+        return out
+
+
 ASSIGNORS: dict[str, PartitionAssignor] = {a.name: a for a in (UniformAssignor(), RangeAssignor())}
 """Every server-side assignor LiteMQ has, by name (``group.consumer.assignors`` picks among them)."""
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from typing import Callable, TypeVar
+
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
 from litemq.protocol.records import decode_batch, iter_batches
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 LOAD_READ_BYTES = 1024 * 1024
 """Bytes read from the log per step when a coordinator replays its internal partition."""
@@ -71,3 +76,26 @@ def replay_committed(partition):
                 continue
             yield h, [r for r in decode_batch(data, bpos)[1] if r.offset >= pos]
             pos = h.next_offset
+
+
+def replay_latest(partition, decode_key: Callable[[bytes], K], decode_value: Callable[[bytes], V],
+                  skip: type[Exception]) -> dict[K, V | None]:
+    """The latest value of every key of a compacted internal partition (None: a tombstone),
+    from :func:`replay_committed`; control batches are skipped and a record whose key or value
+    raises ``skip`` is logged (the first three) and left out."""
+    latest: dict[K, V | None] = {}
+    bad = 0
+    for h, records in replay_committed(partition):
+        if h.is_control:
+            continue
+        for rec in records:
+            if rec.key is None:
+                continue
+            try:
+                latest[decode_key(rec.key)] = None if rec.value is None else decode_value(rec.value)
+            except skip as exc:
+                bad += 1
+                if bad <= 3:
+                    log.warning("%s-%d offset %d: skipping undecodable record: %s", partition.topic,
+                                partition.index, rec.offset, exc)
+    return latest

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from litemq import limits
-from litemq.coordinator.internal_topic import append_committed, replay_committed
+from litemq.coordinator.internal_topic import append_committed, replay_latest
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.txn_records import (TxnLogValue, TxnState, decode_txn_key, decode_txn_value,
                                             encode_txn_key, encode_txn_value)
@@ -204,19 +204,7 @@ class TransactionCoordinator:
         p = self.host.partition(TXN_TOPIC, index)
         if p is None:
             return
-        latest: dict[str, TxnLogValue | None] = {}
-        for h, records in replay_committed(p):
-            if h.is_control:
-                continue
-            for rec in records:
-                if rec.key is None:
-                    continue
-                try:
-                    tid = decode_txn_key(rec.key)
-                    latest[tid] = None if rec.value is None else decode_txn_value(rec.value)
-                except FormatError as exc:
-                    log.warning("%s-%d offset %d: skipping undecodable record: %s", TXN_TOPIC, index,
-                                rec.offset, exc)
+        latest: dict[str, TxnLogValue | None] = replay_latest(p, decode_txn_key, decode_txn_value, FormatError)
         resumed = 0
         for tid, v in latest.items():
             if v is None:

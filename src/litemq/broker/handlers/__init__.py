@@ -39,6 +39,8 @@ def register_all(runtime: HandlerRegistry) -> None:
     except ImportError:  # the group coordinator is optional until it lands
         return
     groups.register(runtime)
-    from litemq.broker.handlers import txn
+    from litemq.broker.handlers import share, txn
+
+    share.register(runtime)
 
     txn.register(runtime)

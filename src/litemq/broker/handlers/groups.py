@@ -52,7 +52,7 @@ def _coord(ctx) -> GroupCoordinator:
     return ctx.runtime.coordinator
 
 
-def _client_host(ctx) -> str:
+def client_host(ctx) -> str:
     peer = getattr(ctx.connection, "peer", "?")
     return "/" + peer.rsplit(":", 1)[0]
 
@@ -133,9 +133,14 @@ async def handle_join_group(ctx, req) -> dict:
         return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
                 "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
                 "skip_assignment": False, "member_id": req.member_id, "members": []}
+    share = getattr(ctx.runtime, "share_coordinator", None)
+    if share is not None and share.group_of(req.group_id) is not None:  # a KIP-932 share group
+        return {"throttle_time_ms": 0, "error_code": E.INCONSISTENT_GROUP_PROTOCOL, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
+                "skip_assignment": False, "member_id": req.member_id, "members": []}
     res = await _coord(ctx).join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, ctx.header.client_id or "",
-        _client_host(ctx), req.session_timeout_ms, req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        client_host(ctx), req.session_timeout_ms, req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
         req.protocol_type, [(p.name, bytes(p.metadata)) for p in req.protocols],
         require_known_member_id=v >= 4, supports_skip_assignment=v >= 9)
     protocol_name = res.protocol_name if (v >= 7 or res.protocol_name is not None) else ""
@@ -266,13 +271,17 @@ def handle_list_groups(ctx, req) -> dict:
     v = ctx.version
     states = {s.lower() for s in req.states_filter} if v >= 4 else set()
     types = {t.lower() for t in req.types_filter} if v >= 5 else set()
-    groups = _coord(ctx).list_groups(states, types)
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+               "group_type": group_type(g)} for g in _coord(ctx).list_groups(states, types)]
+    share = getattr(ctx.runtime, "share_coordinator", None)
+    if share is not None and (not types or "share" in types):
+        # KIP-932 share groups: protocol type "share", states Empty/Stable.
+        groups += [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state,
+                    "group_type": "share"} for g in share.list_groups(states)]
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
-        groups = [g for g in groups if g.group_id in visible]
-    return {"throttle_time_ms": 0, "error_code": E.NONE,
-            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value, "group_type": group_type(g)} for g in groups]}
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g["group_id"] for g in groups))
+        groups = [g for g in groups if g["group_id"] in visible]
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}
 
 
 def _describe(ctx, group_id: str, include_ops: bool) -> dict:
@@ -318,7 +327,11 @@ def handle_describe_groups(ctx, req) -> dict:
 async def handle_delete_groups(ctx, req) -> dict:
     names = list(req.groups_names)
     deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, names)
-    results = await _coord(ctx).delete_groups([g for g in names if g in deletable])
+    share = getattr(ctx.runtime, "share_coordinator", None)
+    shared = {g for g in names if g in deletable and share is not None and share.group_of(g) is not None}
+    results = await _coord(ctx).delete_groups([g for g in names if g in deletable and g not in shared])
+    for g in shared:  # KIP-932: a share group and its share-partition state
+        results[g] = await share.delete_group(g)
     results.update({g: E.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable})
     return {"throttle_time_ms": 0,
             "results": [{"group_id": gid, "error_code": results.get(gid, E.NONE)} for gid in req.groups_names]}
@@ -364,7 +377,7 @@ def _ids_to_names(ctx, topic_partitions) -> dict[str, frozenset[int]] | None:
     return out
 
 
-def _names_to_ids(ctx, assignment: dict[str, frozenset[int]], with_names: bool = False) -> list[dict]:
+def names_to_ids(ctx, assignment: dict[str, frozenset[int]], with_names: bool = False) -> list[dict]:
     topics = ctx.runtime.metadata.topics
     out = []
     for name in sorted(assignment):
@@ -378,32 +391,47 @@ def _names_to_ids(ctx, assignment: dict[str, frozenset[int]], with_names: bool =
     return out
 
 
-async def handle_consumer_group_heartbeat(ctx, req) -> dict:
-    """ConsumerGroupHeartbeat v0-1 (KIP-848)."""
-    def fail(code: int, message: str | None = None) -> dict:
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
-                "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+def heartbeat_failure(code: int, message: str | None = None) -> dict:
+    """A Consumer/ShareGroupHeartbeat response carrying only an error."""
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
+            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
 
-    if not _may_read_group(ctx, req.group_id):
-        return fail(E.GROUP_AUTHORIZATION_FAILED, "Authorization failed.")
-    names = req.subscribed_topic_names
+
+def heartbeat_refused(ctx, group_id: str, names) -> dict | None:
+    """The answer to a Consumer/ShareGroupHeartbeat the caller may not send (READ on the group,
+    DESCRIBE on each subscribed topic name), or None."""
+    if not _may_read_group(ctx, group_id):
+        return heartbeat_failure(E.GROUP_AUTHORIZATION_FAILED, "Authorization failed.")
     if names:
         visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         if len(visible) != len(set(names)):
-            return fail(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            return heartbeat_failure(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    return None
+
+
+async def handle_consumer_group_heartbeat(ctx, req) -> dict:
+    """ConsumerGroupHeartbeat v0-1 (KIP-848)."""
+    fail = heartbeat_failure
+    names = req.subscribed_topic_names
+    refused = heartbeat_refused(ctx, req.group_id, names)
+    if refused is not None:
+        return refused
+    share = getattr(ctx.runtime, "share_coordinator", None)
+    if share is not None and share.group_of(req.group_id) is not None:
+        return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     res = await _coord(ctx).consumer_group_heartbeat(ConsumerHeartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
         rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
         subscribed_topic_names=list(names) if names is not None else None,
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=req.server_assignor, owned=_ids_to_names(ctx, req.topic_partitions),
-        client_id=ctx.header.client_id or "", client_host=_client_host(ctx), version=ctx.version))
+        client_id=ctx.header.client_id or "", client_host=client_host(ctx), version=ctx.version))
     if res.error:
         return fail(res.error, res.error_message)
     return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "member_id": res.member_id,
             "member_epoch": res.member_epoch, "heartbeat_interval_ms": res.heartbeat_interval_ms,
             "assignment": None if res.assignment is None else
-            {"topic_partitions": _names_to_ids(ctx, res.assignment)}}
+            {"topic_partitions": names_to_ids(ctx, res.assignment)}}
 
 
 def _describe_consumer_group(ctx, group_id: str, include_ops: bool) -> dict:
@@ -425,8 +453,8 @@ def _describe_consumer_group(ctx, group_id: str, include_ops: bool) -> dict:
                          "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                          "subscribed_topic_names": list(m.subscribed_topic_names),
                          "subscribed_topic_regex": m.subscribed_topic_regex,
-                         "assignment": {"topic_partitions": _names_to_ids(ctx, m.assigned, True)},
-                         "target_assignment": {"topic_partitions": _names_to_ids(ctx, g.target.get(m.member_id, {}),
+                         "assignment": {"topic_partitions": names_to_ids(ctx, m.assigned, True)},
+                         "target_assignment": {"topic_partitions": names_to_ids(ctx, g.target.get(m.member_id, {}),
                                                                                  True)},
                          "member_type": 1}
                         for m in g.members.values()])

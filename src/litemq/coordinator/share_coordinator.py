@@ -1,0 +1,625 @@
+"""Share groups (KIP-932): the group side (ShareGroupHeartbeat, ShareGroupDescribe, session
+timers) and the share-partition leader side (ShareFetch, ShareAcknowledge, share sessions,
+record locks, durable share state in ``__share_group_state``).
+
+:class:`ShareCoordinator` is created by the broker next to the
+:class:`~litemq.coordinator.coordinator.GroupCoordinator`, whose ``__consumer_offsets``
+partitions decide which broker coordinates a share group (FindCoordinator is the same for both
+group types; a group id names one group of one type).
+
+Share-partition leader: the leader of a topic partition serves every share group's records of
+it. Per (group, topic, partition) it keeps a :class:`~litemq.coordinator.share_partition.SharePartition`,
+initialised from the group's stored state (or, for a new share-partition, at the log start or
+the high watermark: ``share.auto.offset.reset``, ``latest`` by default), and re-initialised when
+the partition's leader epoch changes (a failover in a cluster), so a new leader carries on from
+the durable state.
+
+Durability (Kafka's ``Persister``: ReadShareGroupState / WriteShareGroupState): every change of
+SPSO or of the done ranges is written as a full snapshot to the ``__share_group_state``
+partition of its key (``abs(hash("group:topicId:partition")) % partitions``, Kafka's
+``SharePartitionKey``) and acknowledgements are answered only once that write is committed
+(fsynced; in a cluster, Raft-committed). The leader of that state partition keeps the latest
+snapshot of each key in memory (replayed from the partition when first needed); a
+share-partition leader that does not lead it reads and writes through the broker RPC op
+``share_state`` (:meth:`ShareCoordinator.serve_state_rpc`). Acquisitions are not written (as
+in Kafka): after a crash, records that were acquired but not acknowledged are delivered again.
+
+Sources: KIP-932; Kafka 4.1 ``SharePartition``, ``SharePartitionManager``,
+``ShareSessionCache``, ``GroupMetadataManager.shareGroupHeartbeat``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from litemq.coordinator.internal_topic import append_committed, replay_latest
+from litemq.coordinator.records import FormatError, partition_for
+from litemq.coordinator.share_group import ShareGroup, ShareGroupMember
+from litemq.coordinator.share_partition import BatchInfo, SharePartition
+from litemq.coordinator.share_records import (SHARE_STATE_TOPIC, ShareSnapshot, ShareStateKey, decode_key,
+                                              decode_value, encode_key, encode_value)
+from litemq.protocol.errors import ErrorCode as E
+from litemq.protocol.errors import KafkaError
+from litemq.protocol.records import build_batch, iter_batches
+
+if TYPE_CHECKING:
+    from litemq.coordinator.host import CoordinatorHost
+
+log = logging.getLogger(__name__)
+
+SHARE_STATE_SEGMENT_BYTES = 100 * 1024 * 1024
+"""Kafka's ``share.coordinator.state.topic.segment.bytes`` default."""
+SESSION_EPOCH_INITIAL, SESSION_EPOCH_FINAL = 0, -1
+MAX_SESSION_EPOCH = 2**31 - 1
+
+
+@dataclass(slots=True)
+class ShareHeartbeatResult:
+    """A ShareGroupHeartbeat answer: an error, or the member's id, epoch and (when it changed or
+    the member joined) its assignment, topic name -> partitions."""
+
+    error: int = E.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: dict[str, frozenset[int]] | None = None
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session on this broker (KIP-932): the partitions it fetches and the
+    epoch its next request must carry."""
+
+    group_id: str
+    member_id: str
+    next_epoch: int = 1
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """The answer for one partition of a ShareFetch: records (bytes of whole batches), acquired
+    ranges ``(first, last, delivery count)``, a fetch error and an acknowledgement error."""
+
+    error: int = E.NONE
+    ack_error: int | None = None
+    records: bytes = b""
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A share-partition served here, with the leader epoch it was loaded in."""
+
+    key: ShareStateKey
+    sp: SharePartition
+    leader_epoch: int
+    snapshot_epoch: int = 0
+    created_ms: int = 0
+
+
+class ShareCoordinator:
+    """Share groups this broker coordinates and share-partitions it leads (module docstring).
+    ``groups`` is the :class:`~litemq.coordinator.coordinator.GroupCoordinator` (which
+    broker coordinates a group id; the other group types by id). Event-loop thread only."""
+
+    def __init__(self, host: "CoordinatorHost", groups: Any) -> None:
+        self.host = host
+        self.config = host.config
+        self.groups = groups
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.entries: dict[tuple[str, str, int], _Entry] = {}
+        self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
+        self._state_cache: dict[int, tuple[int, dict[ShareStateKey, ShareSnapshot]]] = {}
+        self._changed: asyncio.Future | None = None
+        self.redeliveries = 0
+        """Records acquired again after their first delivery (a counter for ``/metrics``)."""
+
+    # ================================================================== group side
+    def _fail(self, code: int, message: str | None = None) -> ShareHeartbeatResult:
+        return ShareHeartbeatResult(error=code, error_message=message)
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str
+                  ) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat v1 (see :mod:`litemq.coordinator.share_group` for the rules).
+
+        Errors: INVALID_REQUEST (empty group or member id, epoch below -1, a join without
+        topics), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE,
+        GROUP_ID_NOT_FOUND (the id is a classic or consumer group), UNKNOWN_MEMBER_ID,
+        FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED."""
+        if not group_id:
+            return self._fail(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            return self._fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < -1:
+            return self._fail(E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+        if member_epoch == 0 and not subscribed_topic_names:
+            return self._fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return self._fail(err)
+        other = self.groups.groups.get(group_id)
+        if other is not None and not getattr(other, "dead", False) and group_id not in self.share_groups:
+            return self._fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        group = self.share_groups.get(group_id)
+        if member_epoch == -1:
+            if group is not None and member_id in group.members:
+                self._remove_member(group, group.members[member_id], "left")
+            return ShareHeartbeatResult(member_id=member_id, member_epoch=-1)
+        if group is None:
+            if member_epoch != 0:
+                return self._fail(E.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+            group = self.share_groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        joined = False
+        if member is None:
+            if member_epoch != 0:
+                return self._fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            if len(group.members) >= self.config.group_share_max_size:
+                return self._fail(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of "
+                                                            f"{self.config.group_share_max_size} members.")
+            member = group.members[member_id] = ShareGroupMember(member_id)
+            group.group_epoch += 1
+            joined = True
+        elif member_epoch not in (0, member.member_epoch, member.previous_member_epoch):
+            return self._fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller or larger member "
+                                                     f"epoch ({member_epoch}) than the one known by the group "
+                                                     f"coordinator ({member.member_epoch}).")
+        member.client_id, member.client_host = client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if subscribed_topic_names is not None:
+            names = tuple(sorted(set(subscribed_topic_names)))
+            if names != member.subscribed_topic_names:
+                member.subscribed_topic_names = names
+                if not joined:
+                    group.group_epoch += 1
+        topics = {}
+        for name in group.subscribed_topics():
+            info = self.host.topic(name)
+            if info is not None and not info.internal:
+                topics[name] = info.num_partitions
+        group.refresh_topics(topics)
+        group.compute_target()
+        changed = group.reconcile(member)
+        self._schedule_session_timeout(group, member)
+        return ShareHeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
+                                    heartbeat_interval_ms=self.config.group_share_heartbeat_interval_ms,
+                                    assignment=dict(member.assigned) if (changed or joined or member_epoch == 0)
+                                    else None)
+
+    def _schedule_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
+        if member.timer is not None:
+            member.timer.cancel()
+        member.timer = self.host.loop.call_later(self.config.group_share_session_timeout_ms / 1000,
+                                                 self._on_session_timeout, group, member)
+
+    def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
+        member.timer = None
+        if group.members.get(member.member_id) is member:
+            self._remove_member(group, member, "session timeout")
+
+    def _remove_member(self, group: ShareGroup, member: ShareGroupMember, why: str) -> None:
+        if member.timer is not None:
+            member.timer.cancel()
+            member.timer = None
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        group.group_epoch += 1
+        log.info("share group %s: member %s removed (%s)", group.group_id, member.member_id, why)
+        # Records it holds on partitions led here go back to the others now (elsewhere: at
+        # their lock deadline).
+        for (gid, _t, _p), entry in self.entries.items():
+            if gid == group.group_id and entry.sp.release_member(member.member_id):
+                self._notify()
+        self.sessions.pop((group.group_id, member.member_id), None)
+
+    def describe(self, group_id: str) -> tuple[int, str | None, ShareGroup | None]:
+        """ShareGroupDescribe of one group: (error, message, group)."""
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return err, None, None
+        group = self.share_groups.get(group_id)
+        if group is None or group.dead:
+            if group_id in self.groups.groups:
+                return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
+            return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return E.NONE, None, group
+
+    def list_groups(self, states: set[str] | None = None) -> list[ShareGroup]:
+        """The live share groups this broker coordinates (ListGroups, type ``share``)."""
+        return [g for g in self.share_groups.values() if not g.dead and self.groups.coordinator_error(g.group_id) == 0
+                and (not states or g.state.lower() in states)]
+
+    async def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else the group
+        is forgotten and the stored state of its share-partitions known here is tombstoned."""
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return err
+        group = self.share_groups.get(group_id)
+        if group is None or group.dead:
+            return E.GROUP_ID_NOT_FOUND
+        if group.members:
+            return E.NON_EMPTY_GROUP
+        group.dead = True
+        del self.share_groups[group_id]
+        keys = {e.key for k, e in self.entries.items() if k[0] == group_id}
+        for _, cache in self._state_cache.values():
+            keys |= {k for k in cache if k.group_id == group_id}
+        for k in [k for k in self.entries if k[0] == group_id]:
+            del self.entries[k]
+        for key in keys:
+            code = await self._write_state(key, None)
+            if code:
+                return code
+        return E.NONE
+
+    def group_of(self, group_id: str) -> ShareGroup | None:
+        g = self.share_groups.get(group_id)
+        return None if g is None or g.dead else g
+
+    # ================================================================== durable state
+    def _state_partition(self, key: ShareStateKey) -> int:
+        info = self.host.ensure_internal_topic(SHARE_STATE_TOPIC, self.config.share_coordinator_state_topic_num_partitions,
+                                               self.config.share_coordinator_state_topic_replication_factor,
+                                               SHARE_STATE_SEGMENT_BYTES)
+        return partition_for(key.coordinator_key(), info.num_partitions)
+
+    def _local_state(self, index: int) -> dict[ShareStateKey, ShareSnapshot] | None:
+        """The latest snapshot of every key of state partition ``index`` when this broker leads
+        it (replayed on first use and after a leader epoch change), else None."""
+        p = self.host.partition(SHARE_STATE_TOPIC, index)
+        if p is None or not p.is_leader:
+            self._state_cache.pop(index, None)
+            return None
+        cached = self._state_cache.get(index)
+        if cached is not None and cached[0] == p.leader_epoch:
+            return cached[1]
+        state = {k: v for k, v in replay_latest(p, decode_key, decode_value, FormatError).items() if v is not None}
+        self._state_cache[index] = (p.leader_epoch, state)
+        log.info("loaded %d share-partition state(s) from %s-%d", len(state), SHARE_STATE_TOPIC, index)
+        return state
+
+    async def _read_state(self, key: ShareStateKey) -> tuple[int, ShareSnapshot | None]:
+        """ReadShareGroupState of one share-partition: (error, snapshot or None)."""
+        try:
+            index = self._state_partition(key)
+        except KafkaError as exc:
+            return exc.code, None
+        state = self._local_state(index)
+        if state is not None:
+            return E.NONE, state.get(key)
+        leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
+        if leader < 0 or leader == self.config.node_id or not self.host.clustered:
+            return E.COORDINATOR_NOT_AVAILABLE, None
+        try:
+            res = await self.host.rpc(leader, {"op": "share_state", "action": "read", "partition": index,
+                                               "key": encode_key(key).hex()}, self.config.request_timeout_ms / 1000)
+        except (ConnectionError, asyncio.TimeoutError, OSError):
+            return E.COORDINATOR_NOT_AVAILABLE, None
+        err = int(res.get("error", E.UNKNOWN_SERVER_ERROR))
+        value = res.get("value")
+        return err, (decode_value(bytes.fromhex(value)) if not err and value else None)
+
+    async def _write_state(self, key: ShareStateKey, snapshot: ShareSnapshot | None) -> int:
+        """WriteShareGroupState (a full snapshot; None: a tombstone), answered once committed."""
+        try:
+            index = self._state_partition(key)
+        except KafkaError as exc:
+            return exc.code
+        state = self._local_state(index)
+        if state is not None:
+            return await self._append_state(index, state, key, snapshot)
+        leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
+        if leader < 0 or leader == self.config.node_id or not self.host.clustered:
+            return E.COORDINATOR_NOT_AVAILABLE
+        try:
+            res = await self.host.rpc(leader, {"op": "share_state", "action": "write", "partition": index,
+                                               "key": encode_key(key).hex(),
+                                               "value": None if snapshot is None else encode_value(snapshot).hex()},
+                                      self.config.request_timeout_ms / 1000)
+        except (ConnectionError, asyncio.TimeoutError, OSError):
+            return E.COORDINATOR_NOT_AVAILABLE
+        return int(res.get("error", E.UNKNOWN_SERVER_ERROR))
+
+    async def _append_state(self, index: int, state: dict, key: ShareStateKey, snapshot: ShareSnapshot | None) -> int:
+        p = self.host.partition(SHARE_STATE_TOPIC, index)
+        value = None if snapshot is None else encode_value(snapshot)
+        if snapshot is None:
+            state.pop(key, None)
+        else:
+            state[key] = snapshot
+        err, _ = await append_committed(p, build_batch([(encode_key(key), value)]),
+                                        self.config.request_timeout_ms / 1000)
+        return err
+
+    async def serve_state_rpc(self, req: dict) -> dict:
+        """The broker RPC op ``share_state`` (this broker leads the state partition): ``action``
+        ``read`` -> ``{"error", "value"}`` (hex or None), ``write`` -> ``{"error"}``."""
+        try:
+            index = int(req["partition"])
+            key = decode_key(bytes.fromhex(req["key"]))
+            state = self._local_state(index)
+            if state is None:
+                return {"error": E.NOT_COORDINATOR}
+            if req["action"] == "read":
+                s = state.get(key)
+                return {"error": E.NONE, "value": None if s is None else encode_value(s).hex()}
+            value = req.get("value")
+            snap = None if value is None else decode_value(bytes.fromhex(value))
+            return {"error": await self._append_state(index, state, key, snap)}
+        except (KeyError, TypeError, ValueError, FormatError) as exc:
+            return {"error": E.INVALID_REQUEST, "message": f"bad share_state request: {exc}"}
+
+    async def _store(self, entry: _Entry) -> int:
+        """Write ``entry``'s state if it changed."""
+        if not entry.sp.dirty:
+            return E.NONE
+        start, state_epoch, batches = entry.sp.snapshot()
+        entry.snapshot_epoch += 1
+        return await self._write_state(entry.key, ShareSnapshot(
+            start, state_epoch, entry.leader_epoch, entry.snapshot_epoch, entry.created_ms, int(time.time() * 1000),
+            batches))
+
+    # ================================================================== share-partitions
+    def _sp_config(self) -> tuple[int, int, int]:
+        c = self.config
+        return (c.group_share_record_lock_duration_ms, c.group_share_delivery_count_limit,
+                c.group_share_partition_max_record_locks)
+
+    async def _entry(self, group_id: str, topic: str, index: int, p) -> _Entry | None:
+        """The share-partition (loaded or initialised here), or None while its state cannot be
+        read (the state topic is being created, its leader is unknown: the fetch returns nothing)."""
+        k = (group_id, topic, index)
+        entry = self.entries.get(k)
+        if entry is not None and entry.leader_epoch == p.leader_epoch:
+            return entry
+        pending = self._loading.get(k)
+        if pending is not None:
+            await asyncio.shield(pending)
+            entry = self.entries.get(k)
+            return entry if entry is not None and entry.leader_epoch == p.leader_epoch else None
+        fut = self.host.loop.create_future()
+        self._loading[k] = fut
+        try:
+            info = self.host.topic(topic)
+            if info is None:
+                return None
+            key = ShareStateKey(group_id, info.topic_id, index)
+            err, snap = await self._read_state(key)
+            if err:
+                log.info("share-partition %s %s-%d: state not readable yet (%s)", group_id, topic, index, E(err).name)
+                return None
+            sp = SharePartition(*self._sp_config())
+            now_ms = int(time.time() * 1000)
+            if snap is not None:
+                sp.initialize(snap.start_offset, snap.batches, snap.state_epoch + 1)
+                sp.dirty = True
+                entry = _Entry(key, sp, p.leader_epoch, snap.snapshot_epoch, snap.create_timestamp_ms)
+            else:
+                reset = self.config.share_auto_offset_reset
+                start = p.kafka_log_start_offset if reset == "earliest" else p.kafka_high_watermark
+                sp.initialize(start)
+                sp.dirty = True
+                entry = _Entry(key, sp, p.leader_epoch, 0, now_ms)
+            sp.move_start(p.kafka_log_start_offset)
+            err = await self._store(entry)  # pins the start (latest) and the new state epoch
+            if err:
+                log.info("share-partition %s %s-%d: state not writable yet (%s)", group_id, topic, index, E(err).name)
+                return None
+            self.entries[k] = entry
+            log.info("share-partition %s %s-%d at SPSO %d SPEO %d (state epoch %d)", group_id, topic, index,
+                     sp.start_offset, sp.end_offset, sp.state_epoch)
+            return entry
+        finally:
+            del self._loading[k]
+            fut.set_result(None)
+
+    def _notify(self) -> None:
+        """Wake long-polling share fetches: records became available (release, expiry)."""
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
+        self._changed = None
+
+    def _changed_future(self) -> asyncio.Future:
+        if self._changed is None or self._changed.done():
+            self._changed = self.host.loop.create_future()
+        return self._changed
+
+    def _leader_partition(self, topic: str, index: int):
+        """(error, hosted partition) for a share fetch or acknowledgement of ``topic``-``index``."""
+        info = self.host.topic(topic)
+        if info is None or not 0 <= index < info.num_partitions:
+            return E.UNKNOWN_TOPIC_OR_PARTITION, None
+        p = self.host.partition(topic, index)
+        if p is None or not p.is_leader:
+            return E.NOT_LEADER_OR_FOLLOWER, None
+        return E.NONE, p
+
+    async def acknowledge(self, group_id: str, member_id: str, topic: str, index: int,
+                          batches: list[tuple[int, int, list[int]]]) -> int:
+        """Apply acknowledgement batches ``(first, last, types)`` of one partition and store the
+        state; the error of the partition (INVALID_RECORD_STATE, NOT_LEADER_OR_FOLLOWER, ...)."""
+        err, p = self._leader_partition(topic, index)
+        if err:
+            return err
+        entry = await self._entry(group_id, topic, index, p)
+        if entry is None:
+            return E.INVALID_RECORD_STATE  # nothing was acquired from this leader's state
+        code = E.NONE
+        for first, last, types in batches:
+            c = entry.sp.acknowledge(member_id, first, last, types)
+            code = code or c
+        if entry.sp.dirty:
+            self._notify()
+            store_err = await self._store(entry)
+            code = code or store_err
+        return code
+
+    def _read(self, entry: _Entry, p, member_id: str, max_records: int, max_bytes: int) -> PartitionFetch:
+        """Acquire records of one partition for ``member_id`` and return them."""
+        sp = entry.sp
+        out = PartitionFetch(leader_epoch=p.leader_epoch)
+        sp.move_start(p.kafka_log_start_offset)
+        if sp.expire_locks(self.host.loop.time() * 1000):
+            self._notify()
+        read_committed = self.config.share_isolation_level == "read_committed"
+        visible_log = p.last_stable_offset if read_committed else p.high_watermark
+        hw = p.kafka_offset(visible_log)
+        start = sp.first_fetchable()
+        if start >= hw or (start >= sp.end_offset and not sp.can_acquire_new()):
+            return out
+        log_start = p.log_offset(start)
+        try:
+            data = p.log.read_for_clients(log_start, max(max_bytes, 1), max_offset=visible_log,
+                                          min_one_batch=True).to_bytes()
+        except KafkaError as exc:
+            out.error = exc.code
+            return out
+        view = memoryview(data)
+        headers = [(pos, h) for pos, h in iter_batches(view, allow_trailing_partial=True)]
+        aborted_pids = self._aborted(p, log_start, visible_log) if read_committed else None
+        infos = []
+        active: set[int] = set()
+        for _, h in headers:
+            aborted = False
+            if aborted_pids is not None:
+                for pid, first in aborted_pids:
+                    if first <= h.base_offset:
+                        active.add(pid)
+                if h.is_control:
+                    active.discard(h.producer_id)
+                elif h.is_transactional and h.producer_id in active:
+                    aborted = True
+            infos.append(BatchInfo(h.base_offset, h.last_offset, h.is_control, aborted))
+        acquired, used = sp.acquire(infos, member_id, self.host.loop.time() * 1000, max_records, hw)
+        if not acquired:
+            return out
+        self.redeliveries += sum(last - first + 1 for first, last, count in acquired if count > 1)
+        out.acquired = acquired
+        out.records = b"".join(bytes(view[headers[i][0]:headers[i][0] + headers[i][1].size]) for i in used)
+        return out
+
+    @staticmethod
+    def _aborted(p, log_start: int, visible_log: int) -> list[tuple[int, int]]:
+        """Aborted transactions over the read, in Kafka offsets (read_committed)."""
+        return [(pid, p.kafka_offset(first)) for pid, first in p.log.collect_aborted_transactions(log_start, visible_log)]
+
+    # ================================================================== sessions
+    def session_error(self, group_id: str, member_id: str, epoch: int, acks_present: bool) -> int:
+        """The share-session check of a request (KIP-932): epoch 0 opens (acknowledgements are
+        not allowed then), -1 closes, otherwise it must be the session's next epoch."""
+        if not member_id:
+            return E.INVALID_REQUEST
+        if epoch == SESSION_EPOCH_INITIAL:
+            return E.INVALID_REQUEST if acks_present else E.NONE
+        session = self.sessions.get((group_id, member_id))
+        if session is None:
+            return E.SHARE_SESSION_NOT_FOUND
+        if epoch != SESSION_EPOCH_FINAL and epoch != session.next_epoch:
+            return E.INVALID_SHARE_SESSION_EPOCH
+        return E.NONE
+
+    def open_session(self, group_id: str, member_id: str, epoch: int, add: list[tuple[str, int]],
+                     forget: list[tuple[str, int]]) -> ShareSession:
+        """The session after a request that passed :meth:`session_error` (new on epoch 0)."""
+        k = (group_id, member_id)
+        if epoch == SESSION_EPOCH_INITIAL:
+            old = self.sessions.pop(k, None)
+            if old is not None:
+                self._release_session(old)
+            session = self.sessions[k] = ShareSession(group_id, member_id)
+        else:
+            session = self.sessions[k]
+            session.next_epoch = 1 if session.next_epoch >= MAX_SESSION_EPOCH else session.next_epoch + 1
+        if epoch == SESSION_EPOCH_INITIAL:
+            session.next_epoch = 1
+        session.partitions |= set(add)
+        session.partitions -= set(forget)
+        return session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        """Epoch -1: the session ends and the member's acquired records are released."""
+        session = self.sessions.pop((group_id, member_id), None)
+        if session is not None:
+            self._release_session(session)
+
+    def _release_session(self, session: ShareSession) -> None:
+        """Release what the session's member holds here (stored with the next write: a released
+        record is stored as available either way, only one archived at its limit waits)."""
+        for (gid, _t, _i), entry in self.entries.items():
+            if gid == session.group_id and entry.sp.release_member(session.member_id):
+                self._notify()
+
+    async def fetch(self, session: ShareSession, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                    max_records: int) -> dict[tuple[str, int], PartitionFetch]:
+        """ShareFetch of a session's partitions: acquire records (long-polling up to
+        ``max_wait_ms`` for ``min_bytes``), one :class:`PartitionFetch` per partition."""
+        loop = self.host.loop
+        deadline = loop.time() + max(0, max_wait_ms) / 1000
+        while True:
+            out: dict[tuple[str, int], PartitionFetch] = {}
+            total = 0
+            budget_bytes = max_bytes
+            watched = []
+            lock_deadlines = []
+            for topic, index in sorted(session.partitions):
+                err, p = self._leader_partition(topic, index)
+                if err:
+                    out[(topic, index)] = PartitionFetch(error=err)
+                    continue
+                entry = await self._entry(session.group_id, topic, index, p)
+                if entry is None:
+                    out[(topic, index)] = PartitionFetch(leader_epoch=p.leader_epoch)
+                    continue
+                res = self._read(entry, p, session.member_id, max_records, budget_bytes) if budget_bytes > 0 \
+                    else PartitionFetch(leader_epoch=p.leader_epoch)
+                max_records -= sum(last - first + 1 for first, last, _ in res.acquired)
+                total += len(res.records)
+                budget_bytes -= len(res.records)
+                out[(topic, index)] = res
+                watched.append(p)
+                nd = entry.sp.next_deadline_ms()
+                if nd is not None:
+                    lock_deadlines.append(nd / 1000)
+                if max_records <= 0:
+                    break
+            if total >= max(min_bytes, 1) or max_records <= 0 or not watched or loop.time() >= deadline:
+                return out
+            wake_at = min([deadline] + [d + 0.001 for d in lock_deadlines])
+            futures = [p.waiter(p.high_watermark + 1) for p in watched] + [self._changed_future()]
+            try:
+                await asyncio.wait(futures, timeout=max(0.0, wake_at - loop.time()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for f in futures[:-1]:
+                    if not f.done():
+                        f.cancel()
+            if total:
+                return out
+
+    # ================================================================== views
+    def partition_states(self) -> list[tuple[str, str, int, SharePartition, Any]]:
+        """(group, topic, partition, share-partition, hosted partition) of every share-partition
+        led here (metrics, console, describe offsets)."""
+        out = []
+        for (g, t, i), e in sorted(self.entries.items()):
+            p = self.host.partition(t, i)
+            if p is not None and p.is_leader and e.leader_epoch == p.leader_epoch:
+                out.append((g, t, i, e.sp, p))
+        return out
+
+    def stop(self) -> None:
+        for g in self.share_groups.values():
+            for m in g.members.values():
+                if m.timer is not None:
+                    m.timer.cancel()
