@@ -376,6 +376,19 @@ def _writable_marker(w, c):
                                           "coordinator_epoch": 0}]})
 
 
+def _consumer_heartbeat(w, c):
+    return w.request(68, 0, {"group_id": c.group, "member_id": "", "member_epoch": 0, "instance_id": None,
+                             "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [c.topic],
+                             "server_assignor": None, "topic_partitions": []})
+
+
+def _consumer_group_member(c):
+    """A KIP-848 group with one member, joined as the super user."""
+    c.admin.create_topic(c.topic)
+    r = _consumer_heartbeat(c.admin, c)
+    assert r.error_code == E.NONE, E(r.error_code).name
+
+
 T, G, C, X = R.TOPIC, R.GROUP, R.CLUSTER, R.TRANSACTIONAL_ID
 
 ROWS: list[Row] = [
@@ -521,6 +534,17 @@ ROWS: list[Row] = [
         lambda r, c: [x.error_code for x in r.results], setup=_committed_group,
         state=lambda c: c.group in c.admin.list_groups(),
         allowed=lambda r, c, b: c.group not in c.admin.list_groups() or pytest.fail("group not deleted")),
+    # KIP-848: READ on the group, DESCRIBE on every subscribed topic name (Kafka 4.x KafkaApis)
+    Row("consumer_group_heartbeat", 68, 0, (Need(G, O.READ), Need(T, O.DESCRIBE)), _consumer_heartbeat, top_code,
+        setup=_topic, state=lambda c: c.group in c.admin.list_groups(),
+        leak=lambda r, c: (r.member_id is None and r.assignment is None) or pytest.fail("member leaked"),
+        allowed=lambda r, c, b: (r.error_code == E.NONE and r.member_epoch >= 1) or pytest.fail(E(r.error_code).name)),
+    Row("consumer_group_describe", 69, 0, (Need(G, O.DESCRIBE),),
+        lambda w, c: w.request(69, 0, {"group_ids": [c.group], "include_authorized_operations": False}),
+        lambda r, c: [g.error_code for g in r.groups], setup=_consumer_group_member,
+        leak=lambda r, c: not r.groups[0].members or pytest.fail("members leaked"),
+        allowed=lambda r, c, b: (r.groups[0].error_code == E.NONE and len(r.groups[0].members) == 1)
+        or pytest.fail(E(r.groups[0].error_code).name)),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),
