@@ -1,0 +1,227 @@
+"""KIP-932 share groups with real clients: confluent-kafka's ShareConsumer (librdkafka 2.16,
+ShareGroupHeartbeat/ShareFetch/ShareAcknowledge v1) against ``litemq serve`` processes.
+
+The broker runs with a short record lock (3 s), a delivery count limit of 3, a 500 ms share
+heartbeat interval and ``share.auto.offset.reset=earliest`` so records produced before the
+consumers start are delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+from groups_helpers import create_topic, wait_until
+from litemq.testing.process import BrokerProcess
+from litemq.testing.wire import WireClient
+
+LOCK_MS = 3000
+OVERRIDES = {"group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.delivery.count.limit": "3",
+             "group.share.heartbeat.interval.ms": "500", "share.auto.offset.reset": "earliest",
+             "share.coordinator.state.topic.num.partitions": "3"}
+WORKER = str(Path(__file__).with_name("share_worker.py"))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("share") / "data", overrides=OVERRIDES).start()
+    yield b
+    b.stop()
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + n):
+        p.produce(topic, str(i).encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def consumer(bootstrap: str, group: str, topic: str, **conf) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3, **conf})
+    c.subscribe([topic])
+    return c
+
+
+def poll_records(c: ShareConsumer, timeout_s: float, want: int | None = None, ack=None):
+    """Poll until ``want`` records (or ``timeout_s``): [(partition, offset, delivery count, message)].
+    In explicit mode ``ack(message)`` gives each record's acknowledgement type (every poll's
+    records must be acknowledged before the next poll)."""
+    out = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (want is None or len(out) < want):
+        for m in c.poll(0.5):
+            if m.error() is None:
+                out.append((m.partition(), m.offset(), m.delivery_count(), m))
+                if ack is not None:
+                    c.acknowledge(m, ack(m))
+    return out
+
+
+def test_five_share_consumers_share_two_partitions_and_each_record_is_accepted_once(broker):
+    """5 ShareConsumers on a 2-partition topic: every consumer gets records, every record is
+    delivered, and with every record ACCEPTed (implicit mode) each is delivered exactly once."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "queue5", 2)
+    n = 3000
+    got: dict[int, list[tuple[int, int, int]]] = {i: [] for i in range(5)}
+    stop = threading.Event()
+    consumers = [consumer(bs, "g5", "queue5", **{"max.poll.records": "20"}) for _ in range(5)]
+
+    def run(i: int) -> None:
+        c = consumers[i]
+        while not stop.is_set():
+            for m in c.poll(0.3):
+                if m.error() is None:
+                    got[i].append((m.partition(), m.offset(), m.delivery_count()))
+                    time.sleep(0.002)  # some work per record, so the others get their share
+        c.close()  # implicit mode: the last poll's records are accepted on close
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    # all five join and get an assignment (ShareGroupDescribe through the wire)
+    with WireClient("127.0.0.1", broker.port) as w:
+        def members():
+            r = w.request(77, 1, {"group_ids": ["g5"], "include_authorized_operations": False})
+            g = r.groups[0]
+            return g if g.error_code == 0 and len(g.members) == 5 and all(
+                m.assignment.topic_partitions for m in g.members) else None
+        described = wait_until(members, 30, "5 members with assignments")
+    assert described.group_state == "Stable" and described.assignor_name == "simple"
+    shared = Counter(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
+    assert sorted(shared.values()) == [2, 3], shared  # each partition shared by several members
+    for k in range(10):
+        produce(bs, "queue5", n // 10, 2, start=k * n // 10)
+        time.sleep(0.1)
+    wait_until(lambda: sum(len(v) for v in got.values()) >= n, 60, "all records delivered")
+    time.sleep(1.0)  # anything delivered twice would show up now
+    stop.set()
+    for t in threads:
+        t.join(30)
+    everything = [r for v in got.values() for r in v]
+    offsets = Counter((p, o) for p, o, _ in everything)
+    assert len(offsets) == n, f"{n - len(offsets)} records never delivered"
+    assert max(offsets.values()) == 1, [k for k, v in offsets.items() if v > 1][:10]
+    assert all(d == 1 for _, _, d in everything)
+    assert all(len(v) > 0 for v in got.values()), {i: len(v) for i, v in got.items()}
+    # every record is accepted: a new member of the group gets nothing
+    late = consumer(bs, "g5", "queue5")
+    assert poll_records(late, 4) == []
+    late.close()
+
+
+def test_release_comes_back_with_delivery_count_2_reject_never_and_limit_archives(broker):
+    bs = broker.bootstrap_servers
+    create_topic(bs, "queue-acks", 1)
+    produce(bs, "queue-acks", 30, 1)
+    c = consumer(bs, "g-acks", "queue-acks", **{"share.acknowledgement.mode": "explicit"})
+    def kind(o: int) -> AcknowledgeType:
+        return AcknowledgeType.RELEASE if o % 3 == 0 else AcknowledgeType.REJECT if o % 3 == 1 \
+            else AcknowledgeType.ACCEPT
+
+    first = poll_records(c, 20, want=30, ack=lambda m: kind(m.offset()))
+    assert sorted(o for _, o, _, _ in first) == list(range(30))
+    assert {d for _, _, d, _ in first} == {1}
+    result = c.commit_sync()
+    assert result and all(v is None for v in result.values()), result
+    released = [o for o in range(30) if kind(o) == AcknowledgeType.RELEASE]
+    again = poll_records(c, 15, want=len(released), ack=lambda m: AcknowledgeType.RELEASE)
+    assert sorted(o for _, o, _, _ in again) == released  # REJECTed and ACCEPTed ones never return
+    assert {d for _, _, d, _ in again} == {2}
+    c.commit_sync()
+    # the 3rd delivery is the limit: released again, they are archived
+    third = poll_records(c, 15, want=len(released), ack=lambda m: AcknowledgeType.RELEASE)
+    assert sorted(o for _, o, _, _ in third) == released and {d for _, _, d, _ in third} == {3}
+    c.commit_sync()
+    assert poll_records(c, 4) == []
+    c.close()
+    # the group's state agrees: SPSO moved past everything
+    late = consumer(bs, "g-acks", "queue-acks")
+    assert poll_records(late, 3) == []
+    late.close()
+
+
+def test_records_of_a_sigkilled_consumer_return_after_the_lock_duration(broker):
+    bs = broker.bootstrap_servers
+    create_topic(bs, "queue-kill", 1)
+    produce(bs, "queue-kill", 10, 1)
+    proc = subprocess.Popen([sys.executable, WORKER, bs, "g-kill", "queue-kill", "--hold"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while len(lines) < 10:
+            line = proc.stdout.readline()
+            assert line, "the worker exited"
+            lines.append(json.loads(line))
+        held = sorted(r["o"] for r in lines)
+        assert held == list(range(10))
+        c = consumer(bs, "g-kill", "queue-kill", **{"share.acknowledgement.mode": "explicit"})
+        assert poll_records(c, 1.0) == []  # locked to the worker
+        proc.kill()
+        killed_at = time.monotonic()
+        back = poll_records(c, 20, want=10)
+        waited = time.monotonic() - killed_at
+        assert sorted(o for _, o, _, _ in back) == held
+        assert {d for _, _, d, _ in back} == {2}
+        assert waited < LOCK_MS / 1000 + 10
+        for *_, m in back:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        c.close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_broker_sigkill_keeps_accepted_records_done_and_loses_no_unacknowledged_one(tmp_path):
+    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-crash", 2)
+        produce(bs, "queue-crash", 200, 2)
+        c = consumer(bs, "g-crash", "queue-crash", **{"share.acknowledgement.mode": "explicit"})
+        def kind(o: int) -> AcknowledgeType:  # 3 of 4 accepted, the others released
+            return AcknowledgeType.RELEASE if o % 4 == 1 else AcknowledgeType.ACCEPT
+
+        recs = poll_records(c, 20, want=200, ack=lambda m: kind(m.offset()))
+        assert len({(p, o) for p, o, _, _ in recs}) == 200
+        accepted = {(p, o) for p, o, _, _ in recs if kind(o) == AcknowledgeType.ACCEPT}
+        result = c.commit_sync()
+        assert result and all(v is None for v in result.values()), result
+        c.close()
+        # a member in another process acquires released records and holds them when the broker dies
+        holder = subprocess.Popen([sys.executable, WORKER, bs, "g-crash", "queue-crash", "--hold"],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            line = holder.stdout.readline()
+            assert line, "the worker exited"
+            held = json.loads(line)
+            assert (held["p"], held["o"]) not in accepted and held["d"] == 2
+            b.kill()
+        finally:
+            holder.kill()
+            holder.wait()
+        b.start()
+        c2 = consumer(bs, "g-crash-other-member", "queue-crash")  # another group: independent state
+        assert len(poll_records(c2, 20, want=200)) == 200
+        c2.close()
+        c3 = consumer(bs, "g-crash", "queue-crash", **{"share.acknowledgement.mode": "explicit"})
+        accept = lambda m: AcknowledgeType.ACCEPT  # noqa: E731
+        after = poll_records(c3, 30, want=200 - len(accepted), ack=accept)
+        c3.commit_sync()
+        after += poll_records(c3, 2, ack=accept)
+        got = Counter((p, o) for p, o, _, _ in after)
+        assert set(got) == {(p, o) for p, o, _, _ in recs} - accepted  # nothing accepted comes back, nothing lost
+        assert max(got.values()) == 1
+        c3.commit_sync()
+        c3.close()
+    finally:
+        b.stop()
