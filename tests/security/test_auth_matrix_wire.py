@@ -30,6 +30,7 @@ SCRAM-SHA-256 or SCRAM-SHA-512 in turn (by row), so principals from every mechan
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -389,6 +390,63 @@ def _consumer_group_member(c):
     assert r.error_code == E.NONE, E(r.error_code).name
 
 
+def _share_heartbeat(w, c):
+    member = c.s.setdefault("share_member", f"m-{c.row.id}-{c.case}")
+    return w.request(76, 1, {"group_id": c.group, "member_id": member, "member_epoch": 0, "rack_id": None,
+                             "subscribed_topic_names": [c.topic]})
+
+
+def _share_member(c):
+    """A share group with one member subscribed to the cell's topic (which has a record)."""
+    _topic_with_record(c)
+    c.s["topic_id"] = c.admin.topic_id(c.topic)
+    r = _share_heartbeat(c.admin, c)
+    assert r.error_code == E.NONE, E(r.error_code).name
+
+
+def _share_partitions(c, acks: bool) -> list[dict]:
+    part = {"partition_index": 0, "acknowledgement_batches": []}
+    if not acks:
+        part["partition_max_bytes"] = 1 << 20
+    return [{"topic_id": c.s["topic_id"], "partitions": [part]}]
+
+
+def _share_fetch(w, c, epoch: int = 0):
+    return w.request(78, 1, {"group_id": c.group, "member_id": c.s["share_member"], "share_session_epoch": epoch,
+                             "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100,
+                             "batch_size": 100, "topics": _share_partitions(c, False),
+                             "forgotten_topics_data": []})
+
+
+def _share_session(c):
+    """A share member with an open share session (epoch 2 next) holding the record at offset 1
+    (share.auto.offset.reset is latest: the first fetch starts the share-partition at the end)."""
+    _share_member(c)
+    r = _share_fetch(c.admin, c)
+    assert r.error_code == E.NONE, E(r.error_code).name
+    c.admin.produce(c.topic)
+    for _ in range(50):
+        r = _share_fetch(c.admin, c, epoch=1)
+        if any(p.acquired_records for t in r.responses for p in t.partitions):
+            return
+        time.sleep(0.05)
+    pytest.fail("the share member acquired no record")
+
+
+def _share_acknowledge(w, c):
+    topics = _share_partitions(c, True)
+    topics[0]["partitions"][0]["acknowledgement_batches"] = [
+        {"first_offset": 1, "last_offset": 1, "acknowledge_types": [1]}]  # ACCEPT
+    return w.request(79, 1, {"group_id": c.group, "member_id": c.s["share_member"], "share_session_epoch": 2,
+                             "topics": topics})
+
+
+def _share_codes(r, c):
+    if r.error_code:
+        return [r.error_code]
+    return [p.error_code for t in r.responses for p in t.partitions]
+
+
 T, G, C, X = R.TOPIC, R.GROUP, R.CLUSTER, R.TRANSACTIONAL_ID
 
 ROWS: list[Row] = [
@@ -545,6 +603,25 @@ ROWS: list[Row] = [
         leak=lambda r, c: not r.groups[0].members or pytest.fail("members leaked"),
         allowed=lambda r, c, b: (r.groups[0].error_code == E.NONE and len(r.groups[0].members) == 1)
         or pytest.fail(E(r.groups[0].error_code).name)),
+    # KIP-932 share groups: READ on the group (whole request), DESCRIBE (heartbeat) or READ (fetch,
+    # acknowledge, per partition) on the topics; describe needs DESCRIBE on the group
+    Row("share_group_heartbeat", 76, 1, (Need(G, O.READ), Need(T, O.DESCRIBE)), _share_heartbeat, top_code,
+        setup=_topic, state=lambda c: c.group in c.admin.list_groups(),
+        leak=lambda r, c: r.assignment is None or pytest.fail("assignment leaked"),
+        allowed=lambda r, c, b: (r.error_code == E.NONE and r.member_epoch >= 1) or pytest.fail(E(r.error_code).name)),
+    Row("share_group_describe", 77, 1, (Need(G, O.DESCRIBE),),
+        lambda w, c: w.request(77, 1, {"group_ids": [c.group], "include_authorized_operations": False}),
+        lambda r, c: [g.error_code for g in r.groups], setup=_share_member,
+        leak=lambda r, c: not r.groups[0].members or pytest.fail("members leaked"),
+        allowed=lambda r, c, b: (r.groups[0].error_code == E.NONE and len(r.groups[0].members) == 1)
+        or pytest.fail(E(r.groups[0].error_code).name)),
+    Row("share_fetch", 78, 1, (Need(G, O.READ), Need(T, O.READ)), _share_fetch, _share_codes,
+        setup=_share_member, leak=lambda r, c: not any(p.records for t in r.responses for p in t.partitions)
+        or pytest.fail("records leaked"),
+        allowed=lambda r, c, b: _share_codes(r, c) == [E.NONE] or pytest.fail(str([E(x).name for x in _share_codes(r, c)]))),
+    Row("share_acknowledge", 79, 1, (Need(G, O.READ), Need(T, O.READ)), _share_acknowledge, _share_codes,
+        setup=_share_session,
+        allowed=lambda r, c, b: _share_codes(r, c) == [E.NONE] or pytest.fail(str([E(x).name for x in _share_codes(r, c)]))),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),
