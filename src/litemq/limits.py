@@ -182,3 +182,6 @@ an election in progress) waits this long for one (checked every 50 ms), then ans
 HTTP_PEER_TIMEOUT_MS = 5_000
 """An HTTP request that needs another broker (the partition leader, a group coordinator, a peer's
 counters) waits this long for its answer over the broker RPC port, then reports it unavailable."""
+ELECT_LEADERS_MAX_TIMEOUT_MS = 60_000
+"""ElectLeaders waits at most this long for a preferred replica to take leadership, whatever the
+request's ``timeout_ms`` asks."""

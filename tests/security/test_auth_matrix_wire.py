@@ -622,6 +622,14 @@ ROWS: list[Row] = [
     Row("share_acknowledge", 79, 1, (Need(G, O.READ), Need(T, O.READ)), _share_acknowledge, _share_codes,
         setup=_share_session,
         allowed=lambda r, c, b: _share_codes(r, c) == [E.NONE] or pytest.fail(str([E(x).name for x in _share_codes(r, c)]))),
+    # KIP-460: ALTER on the cluster (one broker: every partition answers ELECTION_NOT_NEEDED)
+    Row("elect_leaders", 43, 2, (Need(C, O.ALTER),),
+        lambda w, c: w.request(43, 2, {"election_type": 0, "timeout_ms": 5000,
+                                       "topic_partitions": [{"topic": c.topic, "partitions": [0]}]}),
+        lambda r, c: [r.error_code, *(p.error_code for t in r.replica_election_results for p in t.partition_result)],
+        setup=_topic,
+        allowed=lambda r, c, b: [p.error_code for t in r.replica_election_results for p in t.partition_result]
+        == [E.ELECTION_NOT_NEEDED] or pytest.fail("not answered ELECTION_NOT_NEEDED")),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),

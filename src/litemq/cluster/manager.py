@@ -129,6 +129,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         self.rpc_ops: dict[str, Callable[[int, dict], Awaitable[dict]]] = {}
         """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
+        self.rpc_ops["elect_preferred"] = self._rpc_elect_preferred
 
     # ================================================================== lifecycle
     async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
@@ -694,6 +695,16 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                 return {"error": ErrorCode.INVALID_REQUEST, "message": f"{op} over RPC is for brokers"}
             return await extra(peer_id, req)
         return {"error": ErrorCode.INVALID_REQUEST, "message": f"unknown op {op!r}"}
+
+    async def _rpc_elect_preferred(self, peer_id: int, req: dict) -> dict:
+        """RPC ``elect_preferred`` {topic, partition, timeout_ms}: ElectLeaders forwarded by the
+        broker that received it to this broker, the partition's leader."""
+        try:
+            topic, index, timeout_ms = str(req["topic"]), int(req["partition"]), int(req["timeout_ms"])
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"error": ErrorCode.INVALID_REQUEST, "message": f"bad elect_preferred request: {exc}"}
+        code, message = await self.elect_preferred(topic, index, max(timeout_ms, 0) / 1000)
+        return {"error": int(code), "message": message}
 
     # ================================================================== views
     def leader_of(self, topic: str, index: int) -> tuple[int, int]:

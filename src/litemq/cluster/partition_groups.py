@@ -5,21 +5,26 @@ leadership changes reported to the broker; preferred-leader balance.
 
 :class:`PartitionGroupRegistry` is one part of :class:`~litemq.cluster.manager.ClusterManager`;
 it uses the manager's ``groups``, ``image``, ``host``, ``transport``, ``loop``,
-``live_brokers``, ``mark_dirty`` and ``_heartbeat_now``. Event-loop thread only.
+``live_brokers``, ``mark_dirty`` and ``_heartbeat_now``. ElectLeaders (KIP-460, preferred) runs
+here on each partition's leader (:meth:`PartitionGroupRegistry.elect_preferred`). Event-loop thread only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from litemq.cluster.group import RaftGroup
 from litemq.cluster.partition import ReplicatedPartition
+from litemq.protocol.errors import ErrorCode
 
 log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as before the split
 
 META_GROUP = "__cluster_metadata"
 LEADER_BALANCE_MAX_LAG_OFFSETS = 10_000
 """A preferred replica at most this far behind may take leadership back (it catches up first)."""
+ELECT_POLL_S = 0.02
+"""How often ElectLeaders looks whether the preferred replica leads yet."""
 
 
 def group_id_of(topic: str, index: int) -> str:
@@ -45,6 +50,41 @@ class PartitionGroupRegistry:
                 log.info("%s: handing leadership back to preferred replica %d", gid, preferred)
                 g.node.transfer_leadership(preferred)
                 self.mark_dirty(g)
+
+    async def elect_preferred(self, topic: str, index: int, timeout_s: float) -> tuple[int, str | None]:
+        """ElectLeaders (KIP-460, preferred) for one partition whose leader is this broker: hand
+        leadership to the preferred replica (the first of the assignment) by Raft leadership
+        transfer (thesis §3.10) and wait, at most ``timeout_s`` seconds, until it leads.
+
+        Returns ``(error code, message)``: NONE once the preferred replica leads;
+        ELECTION_NOT_NEEDED when it already does; PREFERRED_LEADER_NOT_AVAILABLE when it is not
+        live, not connected or not caught up within the timeout; NOT_LEADER_OR_FOLLOWER when
+        this broker does not lead the partition; UNKNOWN_TOPIC_OR_PARTITION when it hosts no
+        replica of it.
+        """
+        g = self.groups.get(group_id_of(topic, index))
+        p = self.host.replicas.partitions.get((topic, index))
+        if g is None or p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        preferred = p.replicas[0] if p.replicas else None
+        if g.node.leader_id == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        if not g.node.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if preferred not in self.live_brokers or not self.transport.connected(preferred):
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {preferred} is not live"
+        deadline = self.loop.time() + timeout_s
+        while g.node.leader_id != preferred:
+            if g.node.is_leader and g.node.transferee is None:
+                log.info("%s: ElectLeaders hands leadership to preferred replica %d", g.group_id, preferred)
+                g.node.transfer_leadership(preferred)
+                g.wake()
+                self.mark_dirty(g)
+            if self.loop.time() >= deadline:
+                return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, \
+                    f"preferred replica {preferred} did not take leadership within {timeout_s:.1f}s"
+            await asyncio.sleep(ELECT_POLL_S)
+        return ErrorCode.NONE, None
 
     def _reconcile_replicas(self, changed_topics=()) -> None:
         """Open a Raft group for every partition assigned to this broker; apply config changes."""

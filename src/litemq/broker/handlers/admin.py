@@ -14,8 +14,10 @@ resource. Refusals are TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED per entry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
@@ -416,7 +418,64 @@ def handle_delete_records(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
+async def handle_elect_leaders(ctx, req) -> dict:
+    """ElectLeaders v0-2 (KIP-460; Kafka ``KafkaApis.handleElectLeaders``): ALTER on the cluster
+    (else CLUSTER_AUTHORIZATION_FAILED for the request and every partition). PREFERRED (0): each
+    partition's leader hands leadership to its preferred replica (Raft leadership transfer),
+    answered once it leads or ``timeout_ms`` passed; ELECTION_NOT_NEEDED when it already leads
+    (always on a single broker). UNCLEAN (1): Raft elects only replicas holding every committed
+    record, so there is no unclean election: ELECTION_NOT_NEEDED while a leader exists,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE otherwise (Kafka's answers for those states). ``topic_partitions``
+    null means every partition."""
+    runtime = ctx.runtime
+    v = ctx.version
+    election_type = req.election_type if v >= 1 else 0
+    meta = runtime.metadata
+    if req.topic_partitions is None:
+        wanted = [(name, list(range(info.num_partitions))) for name, info in meta.topics.items() if not info.internal]
+    else:
+        wanted = [(t.topic, list(t.partitions)) for t in req.topic_partitions]
+    allowed = authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
+    timeout_s = min(max(req.timeout_ms, 0), limits.ELECT_LEADERS_MAX_TIMEOUT_MS) / 1000
+
+    async def one(topic: str, index: int) -> tuple[int, str | None]:
+        info = meta.topics.get(topic)
+        if info is None or not 0 <= index < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        cluster = runtime.cluster
+        if cluster is None:  # one broker: it is every partition's only, preferred, replica
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        leader, _ = cluster.leader_of(topic, index)
+        if election_type == 1:
+            return (ErrorCode.ELECTION_NOT_NEEDED, None) if leader >= 0 else (
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica can be elected")
+        if election_type != 0:
+            return ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}"
+        if leader < 0:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "the partition has no leader"
+        if leader == cluster.node_id:
+            return await cluster.elect_preferred(topic, index, timeout_s)
+        try:
+            res = await cluster.transport.rpc(leader, {"op": "elect_preferred", "topic": topic, "partition": index,
+                                                       "timeout_ms": int(timeout_s * 1000)}, timeout_s + 1)
+        except (ConnectionError, asyncio.TimeoutError):
+            return ErrorCode.REQUEST_TIMED_OUT, f"leader {leader} did not answer"
+        return res.get("error", ErrorCode.UNKNOWN_SERVER_ERROR), res.get("message")
+
+    results = []
+    for topic, indexes in wanted:
+        if not allowed:
+            codes = [(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)] * len(indexes)
+        else:
+            codes = await asyncio.gather(*(one(topic, i) for i in indexes))
+        results.append({"topic": topic, "partition_result": [
+            {"partition_id": i, "error_code": int(code), "error_message": msg} for i, (code, msg) in zip(indexes, codes)]})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "replica_election_results": results}
+
+
 def register(runtime) -> None:
+    runtime.register(43, handle_elect_leaders)
     runtime.register(19, handle_create_topics)
     runtime.register(20, handle_delete_topics)
     runtime.register(37, handle_create_partitions)
