@@ -328,6 +328,7 @@ class _BrokerCollector:
         yield from self._partitions(m, rt)
         yield from self._raft(m, rt)
         yield from self._groups(m)
+        yield from self._share_groups(getattr(rt, "share_coordinator", None))
         conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                   "Open client connections per listener.", labels=["listener"])
         per_listener: dict[str, int] = {s.name: 0 for s in rt.listeners}
@@ -501,6 +502,39 @@ class _BrokerCollector:
         for g, n in sorted(m.group_members.items()):
             members.add_metric([g], n)
         yield from (lag, cur, lag_sum, members)
+
+
+    @staticmethod
+    def _share_groups(share):
+        """KIP-932 share groups: members of the groups coordinated here; per share-partition led
+        here its start offset (SPSO), in-flight window (SPEO - SPSO), acquired (locked) records
+        and lag (records at or past SPSO not yet acknowledged or archived, up to the high
+        watermark); redeliveries (acquisitions past the first)."""
+        members = GaugeMetricFamily("kafka_sharegroup_members", "Members of a share group this broker coordinates.",
+                                    labels=["sharegroup"])
+        labels = ["sharegroup", "topic", "partition"]
+        start = GaugeMetricFamily("kafka_sharegroup_start_offset", "Share-partition start offset (SPSO).",
+                                  labels=labels)
+        window = GaugeMetricFamily("kafka_sharegroup_in_flight", "Offsets between SPSO and SPEO of a "
+                                   "share-partition (bounded by group.share.partition.max.record.locks).",
+                                   labels=labels)
+        acquired = GaugeMetricFamily("kafka_sharegroup_acquired_records", "Records locked to a member now.",
+                                     labels=labels)
+        lag = GaugeMetricFamily("kafka_sharegroup_lag", "Records of a share-partition not yet acknowledged or "
+                                "archived, up to the high watermark.", labels=labels)
+        redeliveries = CounterMetricFamily("litemq_sharegroup_redeliveries", "Records delivered again (after a "
+                                           "release, a lock expiry or a failover) by this broker.")
+        if share is not None:
+            for g in sorted(share.list_groups(), key=lambda g: g.group_id):
+                members.add_metric([g.group_id], len(g.members))
+            for g, t, i, sp, p in share.partition_states():
+                row = [g, t, str(i)]
+                start.add_metric(row, sp.start_offset)
+                window.add_metric(row, sp.in_flight)
+                acquired.add_metric(row, sp.acquired_count())
+                lag.add_metric(row, max(p.kafka_high_watermark - sp.end_offset, 0) + len(sp.records))
+            redeliveries.add_metric([], share.redeliveries)
+        yield from (members, start, window, acquired, lag, redeliveries)
 
 
 def _controller_view(rt, offline_local: int) -> tuple[int, int]:

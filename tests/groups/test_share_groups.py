@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
-from groups_helpers import create_topic, wait_until
+from groups_helpers import child_env, create_topic, wait_until
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient
 
@@ -225,3 +225,69 @@ def test_broker_sigkill_keeps_accepted_records_done_and_loses_no_unacknowledged_
         c3.close()
     finally:
         b.stop()
+
+
+def cli(bs: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "litemq.cli", "share-group", *args, "-b", bs],
+                       capture_output=True, text=True, timeout=60, env=child_env())
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_latest_by_default_and_the_share_group_cli_lists_describes_resets_and_deletes(litemq_broker):
+    """share.auto.offset.reset is latest by default: records produced before the group first
+    reads a partition are not delivered; ``litemq share-group reset-offsets --to-earliest``
+    (AlterShareGroupOffsets, only while the group is empty) makes them deliverable."""
+    bs = litemq_broker.bootstrap_servers
+    create_topic(bs, "queue-cli", 2)
+    produce(bs, "queue-cli", 10, 2)
+    c = consumer(bs, "g-cli", "queue-cli")
+    assert poll_records(c, 3) == []
+    produce(bs, "queue-cli", 4, 2, start=10)
+    assert sorted(o for _, o, _, _ in poll_records(c, 10, want=4)) == [5, 5, 6, 6]
+    out = cli(bs, "list").stdout
+    assert "g-cli" in out and "Stable" in out
+    out = cli(bs, "describe", "g-cli").stdout
+    assert "state Stable" in out and "assignor simple" in out and "members 1" in out and "t:" not in out
+    refused = cli(bs, "reset-offsets", "g-cli", "--topic", "queue-cli", "--to-earliest", check=False)
+    assert refused.returncode != 0 and "NON_EMPTY_GROUP" in refused.stderr + refused.stdout
+    c.close()
+    cli(bs, "reset-offsets", "g-cli", "--topic", "queue-cli", "--to-earliest")
+    out = cli(bs, "describe", "g-cli").stdout
+    assert "state Empty" in out and " 7 " in out  # lag: 7 records per partition from offset 0
+    c = consumer(bs, "g-cli", "queue-cli")
+    again = poll_records(c, 15, want=14)
+    assert sorted((p, o) for p, o, _, _ in again) == [(p, o) for p in (0, 1) for o in range(7)]
+    c.close()
+    assert "deleted share group" in cli(bs, "delete", "g-cli").stdout
+    assert "g-cli" not in cli(bs, "list").stdout
+
+
+def test_share_groups_in_metrics(tmp_path):
+    """/metrics: members of the share groups coordinated here and, per share-partition led here,
+    SPSO, in-flight window, acquired (locked) records and lag."""
+    import urllib.request
+
+    from litemq import Broker
+
+    b = Broker(tmp_path / "data", http_port=0, overrides={"share.auto.offset.reset": "earliest"})
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-m", 1)
+        produce(bs, "queue-m", 10, 1)
+        c = consumer(bs, "g-m", "queue-m", **{"share.acknowledgement.mode": "explicit"})
+        held = []
+        while not held:
+            held = [m for m in c.poll(0.5) if m.error() is None]
+        text = urllib.request.urlopen(b.http_url + "/metrics", timeout=10).read().decode()
+        row = '{partition="0",sharegroup="g-m",topic="queue-m"}'
+        assert 'kafka_sharegroup_members{sharegroup="g-m"} 1.0' in text
+        assert f"kafka_sharegroup_start_offset{row} 0.0" in text
+        assert f"kafka_sharegroup_acquired_records{row} {float(len(held))}" in text
+        assert f"kafka_sharegroup_in_flight{row} {float(len(held))}" in text
+        assert f"kafka_sharegroup_lag{row} 10.0" in text
+        assert "litemq_sharegroup_redeliveries_total 0.0" in text
+        c.close()
+    finally:
+        b.close()

@@ -1,11 +1,12 @@
 """Entry point of the ``litemq`` console script: the click group with every command registered."""
 
 from litemq.cli import (client_commands, cluster_commands, config_commands, group_commands, pipeline_commands,
-                        security_commands)
+                        security_commands, share_group_commands)
 from litemq.cli.main import main
 
 client_commands.register(main)
 group_commands.register(main)
+share_group_commands.register(main)
 pipeline_commands.register(main)
 cluster_commands.register(main)
 security_commands.register(main)

@@ -85,6 +85,36 @@ def _describe(admin, group: str):
     return _result(admin.describe_consumer_groups([group])[group], f"cannot describe group {group}")
 
 
+def topic_partitions(admin, topics) -> list[tuple[str, int]]:
+    """Every (topic, partition) of ``topics``; CliError for an unknown topic."""
+    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)
+    partitions = []
+    for t in topics:
+        info = md.topics.get(t)
+        if info is None or info.error is not None:
+            raise CliError(f"unknown topic {t!r}")
+        partitions += [(t, p) for p in sorted(info.partitions)]
+    return partitions
+
+
+def reset_targets(admin, partitions: list[tuple[str, int]], to_earliest: bool, to_latest: bool,
+                  to_offset: int | None, to_datetime: str | None = None) -> dict[tuple[str, int], int]:
+    """The offsets a ``reset-offsets`` moves ``partitions`` to (one of the four ``--to-...``
+    choices; an offset is clamped to the log's range, a time past the end gives the end)."""
+    from confluent_kafka.admin import OffsetSpec
+
+    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
+    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
+    if to_earliest:
+        return earliest
+    if to_latest:
+        return latest
+    if to_offset is not None:
+        return {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+    by_time = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
+    return {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in partitions}
+
+
 @click.group()
 def group() -> None:
     """List, describe and delete consumer groups; reset their committed offsets."""
@@ -181,34 +211,17 @@ def _parse_datetime(text: str) -> int:
 def group_reset_offsets(group_id, topics, to_earliest, to_latest, to_offset, to_datetime, dry_run, bootstrap) -> None:
     """Reset GROUP's committed offsets of --topic (the group must have no active members)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import OffsetSpec
 
     chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
     if sum(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
     admin = _admin(bootstrap)
-    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)
-    partitions = []
-    for t in topics:
-        info = md.topics.get(t)
-        if info is None or info.error is not None:
-            raise CliError(f"unknown topic {t!r}")
-        partitions += [(t, p) for p in sorted(info.partitions)]
+    partitions = topic_partitions(admin, topics)
     desc = _describe(admin, group_id)
     if desc.members and not dry_run:
         raise CliError(f"group {group_id!r} has {len(desc.members)} active member(s); offsets can only be "
                        "reset while the group is inactive (stop its consumers first)")
-    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
-    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
-    if to_earliest:
-        target = earliest
-    elif to_latest:
-        target = latest
-    elif to_offset is not None:
-        target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
-    else:
-        by_time = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
-        target = {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in partitions}
+    target = reset_targets(admin, partitions, to_earliest, to_latest, to_offset, to_datetime)
     committed = _committed(admin, group_id)
     table = make_table("TOPIC", "PARTITION", "OLD-OFFSET", "NEW-OFFSET")
     for tp in partitions:

@@ -110,8 +110,16 @@ class ShareCoordinator:
     broker coordinates a group id; the other group types by id). Event-loop thread only."""
 
     def __init__(self, host: "CoordinatorHost", groups: Any) -> None:
+        """Raises ValueError for a bad ``share.auto.offset.reset`` / ``share.isolation.level``
+        (the broker refuses to start)."""
         self.host = host
         self.config = host.config
+        if self.config.share_auto_offset_reset not in ("latest", "earliest"):
+            raise ValueError(f"share.auto.offset.reset: {self.config.share_auto_offset_reset!r} is not one of "
+                             "latest, earliest")
+        if self.config.share_isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"share.isolation.level: {self.config.share_isolation_level!r} is not one of "
+                             "read_uncommitted, read_committed")
         self.groups = groups
         self.share_groups: dict[str, ShareGroup] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -262,6 +270,81 @@ class ShareCoordinator:
             if code:
                 return code
         return E.NONE
+
+    def known_topics(self, group_id: str) -> set[str]:
+        """Topics the share group subscribes to or has state for (as far as this broker knows)."""
+        names = set()
+        g = self.share_groups.get(group_id)
+        if g is not None:
+            names |= g.subscribed_topics()
+        names |= {t for (gid, t, _), _e in self.entries.items() if gid == group_id}
+        by_id = {info.topic_id: name for name, info in self.host.topics().items()}
+        for _, cache in self._state_cache.values():
+            names |= {by_id[k.topic_id] for k in cache if k.group_id == group_id and k.topic_id in by_id}
+        return names
+
+    async def describe_offsets(self, group_id: str, topics: dict[str, list[int]] | None
+                               ) -> tuple[int, dict[str, dict[int, tuple[int, int, int]]]]:
+        """DescribeShareGroupOffsets of one group: (group error, topic -> partition ->
+        (SPSO or -1 when the share-partition has no state, leader epoch, error))."""
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return err, {}
+        if group_id in self.groups.groups and group_id not in self.share_groups:
+            return E.GROUP_ID_NOT_FOUND, {}
+        if topics is None:
+            topics = {}
+            for name in sorted(self.known_topics(group_id)):
+                info = self.host.topic(name)
+                if info is not None:
+                    topics[name] = list(range(info.num_partitions))
+        out: dict[str, dict[int, tuple[int, int, int]]] = {}
+        for name, parts in topics.items():
+            info = self.host.topic(name)
+            for i in parts:
+                if info is None or not 0 <= i < info.num_partitions:
+                    out.setdefault(name, {})[i] = (-1, -1, E.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                code, snap = await self._read_state(ShareStateKey(group_id, info.topic_id, i))
+                out.setdefault(name, {})[i] = (-1, -1, code) if code else \
+                    (-1, -1, E.NONE) if snap is None else (snap.start_offset, snap.leader_epoch, E.NONE)
+        return E.NONE, out
+
+    async def alter_offsets(self, group_id: str, topics: dict[str, list[tuple[int, int]]]
+                            ) -> tuple[int, dict[str, dict[int, int]]]:
+        """AlterShareGroupOffsets (kafka-share-groups.sh --reset-offsets): only while the group
+        has no members (NON_EMPTY_GROUP); each share-partition restarts at the given offset
+        with nothing in flight (a new state epoch). Returns (group error, topic -> partition ->
+        error)."""
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return err, {}
+        if group_id in self.groups.groups and group_id not in self.share_groups:
+            return E.GROUP_ID_NOT_FOUND, {}
+        g = self.share_groups.get(group_id)
+        if g is not None and g.members:
+            return E.NON_EMPTY_GROUP, {}
+        if g is None:
+            self.share_groups[group_id] = ShareGroup(group_id)
+        out: dict[str, dict[int, int]] = {}
+        for name, parts in topics.items():
+            info = self.host.topic(name)
+            for i, offset in parts:
+                if info is None or not 0 <= i < info.num_partitions:
+                    out.setdefault(name, {})[i] = E.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if offset < 0:
+                    out.setdefault(name, {})[i] = E.INVALID_REQUEST
+                    continue
+                key = ShareStateKey(group_id, info.topic_id, i)
+                code, old = await self._read_state(key)
+                if not code:
+                    self.entries.pop((group_id, name, i), None)
+                    code = await self._write_state(key, ShareSnapshot(
+                        offset, (old.state_epoch + 1) if old else 0, -1, (old.snapshot_epoch + 1) if old else 0,
+                        old.create_timestamp_ms if old else int(time.time() * 1000), int(time.time() * 1000), []))
+                out.setdefault(name, {})[i] = code
+        return E.NONE, out
 
     def group_of(self, group_id: str) -> ShareGroup | None:
         g = self.share_groups.get(group_id)

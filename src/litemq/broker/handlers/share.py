@@ -2,7 +2,7 @@
 :class:`~litemq.coordinator.share_coordinator.ShareCoordinator`.
 
 ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1, ShareAcknowledge
-(79) v1. Version 2 of ShareFetch/ShareAcknowledge (KIP-1206 acquire modes, KIP-1222 Renew) is in
+(79) v1, DescribeShareGroupOffsets (90) v0, AlterShareGroupOffsets (91) v0. Version 2 of ShareFetch/ShareAcknowledge (KIP-1206 acquire modes, KIP-1222 Renew) is in
 the vendored schemas but not advertised. ListGroups (type ``share``) and DeleteGroups of share
 groups are served in :mod:`litemq.broker.handlers.groups` through the same coordinator.
 
@@ -248,6 +248,61 @@ async def handle_share_acknowledge(ctx, req) -> dict:
             "node_endpoints": list(node_endpoints.values())}
 
 
+# ---------------------------------------------------------------------- admin: share-group offsets
+async def handle_describe_share_group_offsets(ctx, req) -> dict:
+    """DescribeShareGroupOffsets v0: each share-partition's start offset (-1 without state)."""
+    share = _share(ctx)
+    meta = ctx.runtime.metadata
+    groups_out = []
+    for g in req.groups:
+        entry = {"group_id": g.group_id, "topics": [], "error_code": E.NONE, "error_message": None}
+        groups_out.append(entry)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            entry.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            continue
+        wanted = None if g.topics is None else {t.topic_name: list(t.partitions) for t in g.topics}
+        err, result = await share.describe_offsets(g.group_id, wanted)
+        if err:
+            entry["error_code"] = err
+            continue
+        described = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, list(result))
+        for name, parts in result.items():
+            info = meta.topics.get(name)
+            entry["topics"].append({"topic_name": name, "topic_id": info.topic_id if info else None, "partitions": [
+                {"partition_index": i, "start_offset": so if name in described else -1,
+                 "leader_epoch": le, "error_code": code if name in described else E.TOPIC_AUTHORIZATION_FAILED,
+                 "error_message": None} for i, (so, le, code) in sorted(parts.items())]})
+    return {"throttle_time_ms": 0, "groups": groups_out}
+
+
+async def handle_alter_share_group_offsets(ctx, req) -> dict:
+    """AlterShareGroupOffsets v0: reset an empty share group's share-partitions to start offsets
+    (READ on the group and on each topic, as Kafka)."""
+    share = _share(ctx)
+    meta = ctx.runtime.metadata
+
+    def answer(codes: dict[str, dict[int, int]], default: int = E.NONE) -> dict:
+        return {"throttle_time_ms": 0, "responses": [
+            {"topic_name": t.topic_name, "topic_id": (meta.topics[t.topic_name].topic_id
+                                                       if t.topic_name in meta.topics else None),
+             "partitions": [{"partition_index": p.partition_index,
+                             "error_code": codes.get(t.topic_name, {}).get(p.partition_index, default),
+                             "error_message": None} for p in t.partitions]} for t in req.topics]}
+
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return answer({}, E.GROUP_AUTHORIZATION_FAILED)
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, [t.topic_name for t in req.topics])
+    wanted = {t.topic_name: [(p.partition_index, p.start_offset) for p in t.partitions]
+              for t in req.topics if t.topic_name in readable}
+    err, codes = await share.alter_offsets(req.group_id, wanted)
+    if err:
+        return answer({}, err)
+    for t in req.topics:
+        if t.topic_name not in readable:
+            codes[t.topic_name] = {p.partition_index: E.TOPIC_AUTHORIZATION_FAILED for p in t.partitions}
+    return answer(codes)
+
+
 def register(runtime) -> None:
     """Create the share coordinator next to the group coordinator and register the APIs."""
     share = ShareCoordinator(BrokerCoordinatorHost(runtime), runtime.coordinator)
@@ -258,3 +313,5 @@ def register(runtime) -> None:
     runtime.register(77, handle_share_group_describe, 1, 1)
     runtime.register(78, handle_share_fetch, 1, 1)
     runtime.register(79, handle_share_acknowledge, 1, 1)
+    runtime.register(90, handle_describe_share_group_offsets, 0, 0)
+    runtime.register(91, handle_alter_share_group_offsets, 0, 0)
