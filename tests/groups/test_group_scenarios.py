@@ -27,12 +27,15 @@ SCENARIOS = [
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("client,assignor", SCENARIOS, ids=[f"{c}-{a}" for c, a in SCENARIOS])
-def test_join_spread_kill_move(shared_broker, tmp_path, client, assignor):
+def test_join_spread_kill_move(shared_broker, tmp_path, request, client, assignor):
     bs = shared_broker.bootstrap_servers
     topic = group = f"scn-{client}-{assignor}"
     create_topic(bs, topic, PARTITIONS)
     producer = BackgroundProducer(bs, topic, PARTITIONS)
     workers: list[Worker] = []
+    # A failed check must not leave consumer processes behind: kafka-python's spins on a CPU
+    # once the shared broker is gone, slowing every later test.
+    request.addfinalizer(lambda: [w.proc.kill() for w in workers if w.proc.poll() is None])
     try:
         workers = [Worker(tmp_path, f"w{i}", client, bs, topic, group, assignor) for i in range(3)]
 
