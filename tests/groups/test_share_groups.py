@@ -291,3 +291,34 @@ def test_share_groups_in_metrics(tmp_path):
         c.close()
     finally:
         b.close()
+
+
+def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path):
+    """share.isolation.level=read_committed: an aborted transaction's records are archived
+    without delivery, an open transaction's wait for its commit."""
+    from litemq import Broker
+
+    b = Broker(tmp_path / "data", overrides={"share.auto.offset.reset": "earliest",
+                                            "share.isolation.level": "read_committed"})
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-txn", 1)
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "share-txn"})
+        p.init_transactions(30)
+        for values, commit in ((["a0", "a1"], True), (["b0", "b1", "b2"], False)):
+            p.begin_transaction()
+            for v in values:
+                p.produce("queue-txn", v.encode())
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+        p.begin_transaction()
+        p.produce("queue-txn", b"c0")
+        p.flush(30)
+        c = consumer(bs, "g-txn", "queue-txn")
+        got = [m.value() for *_, m in poll_records(c, 4)]
+        assert got == [b"a0", b"a1"]
+        p.commit_transaction(30)
+        got = [m.value() for *_, m in poll_records(c, 10, want=1)]
+        assert got == [b"c0"]
+        c.close()
+    finally:
+        b.close()
