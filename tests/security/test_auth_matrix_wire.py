@@ -433,6 +433,20 @@ def _share_session(c):
     pytest.fail("the share member acquired no record")
 
 
+def _empty_share_group(c):
+    """A share group whose one member held the record at offset 1 and left (start offset 1)."""
+    _share_session(c)
+    r = c.admin.request(76, 1, {"group_id": c.group, "member_id": c.s["share_member"], "member_epoch": -1,
+                                "rack_id": None, "subscribed_topic_names": None})
+    assert r.error_code == E.NONE, E(r.error_code).name
+
+
+def _share_start_offset(c):
+    r = c.admin.request(90, 0, {"groups": [{"group_id": c.group, "topics": [{"topic_name": c.topic,
+                                                                            "partitions": [0]}]}]})
+    return [p.start_offset for t in r.groups[0].topics for p in t.partitions][0]
+
+
 def _share_acknowledge(w, c):
     topics = _share_partitions(c, True)
     topics[0]["partitions"][0]["acknowledgement_batches"] = [
@@ -622,6 +636,22 @@ ROWS: list[Row] = [
     Row("share_acknowledge", 79, 1, (Need(G, O.READ), Need(T, O.READ)), _share_acknowledge, _share_codes,
         setup=_share_session,
         allowed=lambda r, c, b: _share_codes(r, c) == [E.NONE] or pytest.fail(str([E(x).name for x in _share_codes(r, c)]))),
+    Row("describe_share_group_offsets", 90, 0, (Need(G, O.DESCRIBE), Need(T, O.DESCRIBE)),
+        lambda w, c: w.request(90, 0, {"groups": [{"group_id": c.group, "topics": [
+            {"topic_name": c.topic, "partitions": [0]}]}]}),
+        lambda r, c: [r.groups[0].error_code] if r.groups[0].error_code else
+        [p.error_code for t in r.groups[0].topics for p in t.partitions],
+        setup=_share_session,
+        leak=lambda r, c: all(p.start_offset == -1 for t in r.groups[0].topics for p in t.partitions)
+        or pytest.fail("start offset leaked"),
+        allowed=lambda r, c, b: [p.start_offset for t in r.groups[0].topics for p in t.partitions] == [1]
+        or pytest.fail("wrong start offset")),
+    Row("alter_share_group_offsets", 91, 0, (Need(G, O.READ), Need(T, O.READ)),
+        lambda w, c: w.request(91, 0, {"group_id": c.group, "topics": [
+            {"topic_name": c.topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]}),
+        lambda r, c: [p.error_code for t in r.responses for p in t.partitions], setup=_empty_share_group,
+        state=_share_start_offset,
+        allowed=lambda r, c, b: _share_start_offset(c) == 0 or pytest.fail("start offset not altered")),
     # KIP-460: ALTER on the cluster (one broker: every partition answers ELECTION_NOT_NEEDED)
     Row("elect_leaders", 43, 2, (Need(C, O.ALTER),),
         lambda w, c: w.request(43, 2, {"election_type": 0, "timeout_ms": 5000,
