@@ -84,28 +84,33 @@ def test_five_share_consumers_share_two_partitions_and_each_record_is_accepted_o
                     time.sleep(0.002)  # some work per record, so the others get their share
         c.close()  # implicit mode: the last poll's records are accepted on close
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(5)]
+    # daemon threads, stopped in every case: a failed check must not leave pytest waiting on them
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(5)]
     for t in threads:
         t.start()
-    # all five join and get an assignment (ShareGroupDescribe through the wire)
-    with WireClient("127.0.0.1", broker.port) as w:
-        def members():
-            r = w.request(77, 1, {"group_ids": ["g5"], "include_authorized_operations": False})
-            g = r.groups[0]
-            return g if g.error_code == 0 and len(g.members) == 5 and all(
-                m.assignment.topic_partitions for m in g.members) else None
-        described = wait_until(members, 30, "5 members with assignments")
-    assert described.group_state == "Stable" and described.assignor_name == "simple"
-    shared = Counter(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
-    assert sorted(shared.values()) == [2, 3], shared  # each partition shared by several members
-    for k in range(10):
-        produce(bs, "queue5", n // 10, 2, start=k * n // 10)
-        time.sleep(0.1)
-    wait_until(lambda: sum(len(v) for v in got.values()) >= n, 60, "all records delivered")
-    time.sleep(1.0)  # anything delivered twice would show up now
-    stop.set()
-    for t in threads:
-        t.join(30)
+    try:
+        # all five join and get an assignment (ShareGroupDescribe through the wire)
+        with WireClient("127.0.0.1", broker.port) as w:
+            def members():
+                r = w.request(77, 1, {"group_ids": ["g5"], "include_authorized_operations": False})
+                g = r.groups[0]
+                return g if g.error_code == 0 and len(g.members) == 5 and all(
+                    m.assignment.topic_partitions for m in g.members) else None
+            described = wait_until(members, 30, "5 members with assignments")
+        assert described.group_state == "Stable" and described.assignor_name == "simple"
+        shared = Counter(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
+        # each partition shared by several members (the simple assignor gives 3 + 2 once settled;
+        # a member still giving up a partition may briefly hold both)
+        assert sorted(shared) == [0, 1] and min(shared.values()) >= 2, shared
+        for k in range(10):
+            produce(bs, "queue5", n // 10, 2, start=k * n // 10)
+            time.sleep(0.1)
+        wait_until(lambda: sum(len(v) for v in got.values()) >= n, 60, "all records delivered")
+        time.sleep(1.0)  # anything delivered twice would show up now
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
     everything = [r for v in got.values() for r in v]
     offsets = Counter((p, o) for p, o, _ in everything)
     assert len(offsets) == n, f"{n - len(offsets)} records never delivered"
