@@ -121,6 +121,8 @@ class BrokerConfig:
     """Deliveries of one record to a share group before it is archived (never delivered again)."""
     group_share_partition_max_record_locks: int = 2000
     """In-flight records (SPSO..SPEO) of one share-partition."""
+    group_share_max_share_sessions: int = 2000
+    """Share sessions one broker keeps (a new one beyond: SHARE_SESSION_LIMIT_REACHED)."""
     share_coordinator_state_topic_num_partitions: int = 50
     """Partitions of ``__share_group_state`` (created on first use)."""
     share_coordinator_state_topic_replication_factor: int = 3
@@ -548,6 +550,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "group.share.record.lock.duration.ms": (1000, 3_600_000),
     "group.share.delivery.count.limit": (2, 10),
     "group.share.partition.max.record.locks": (100, 10_000),
+    "group.share.max.share.sessions": (1, None),
     "share.coordinator.state.topic.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
     "share.coordinator.state.topic.replication.factor": (1, RAFT_MAX_VOTERS),
     "offset.metadata.max.bytes": (0, None),

@@ -102,3 +102,18 @@ def test_simple_assignor_shares_partitions_when_members_outnumber_them():
     two = a.assign({"a": MemberSubscription(frozenset({"t"})), "b": MemberSubscription(frozenset({"t"}))},
                    {"t": 4}, {})
     assert sorted(p for v in two.values() for p in v["t"]) == [0, 1, 2, 3]
+
+
+def test_acknowledgement_ranges_are_checked_without_walking_them():
+    """A client cannot make the leader walk a huge range: offsets past SPEO were never delivered,
+    offsets below SPSO are done (only GAP may name them), negative offsets are malformed."""
+    s = sp()
+    s.acquire(BATCHES, "m1", 0, 100, 10)
+    assert s.acknowledge("m1", 0, 2**62, [AckType.ACCEPT]) == E.INVALID_RECORD_STATE
+    assert s.acknowledge("m1", -5, 3, [AckType.ACCEPT]) == E.INVALID_REQUEST
+    assert s.acknowledge("m1", 0, 4, [AckType.ACCEPT]) == E.NONE
+    assert s.acknowledge("m1", 0, 5, [AckType.ACCEPT]) == E.INVALID_RECORD_STATE  # 0..4 are done
+    assert s.acknowledge("m1", 0, 5, [0, 0, 0, 0, 0, 1]) == E.NONE  # GAPs below SPSO, then 5
+    assert s.start_offset == 6
+    assert s.acknowledge("m1", 0, 9, [AckType.GAP]) == E.NONE  # GAP also ends acquired records
+    assert s.start_offset == s.end_offset == 10

@@ -265,6 +265,8 @@ def test_latest_by_default_and_the_share_group_cli_lists_describes_resets_and_de
     again = poll_records(c, 15, want=14)
     assert sorted((p, o) for p, o, _, _ in again) == [(p, o) for p in (0, 1) for o in range(7)]
     c.close()
+    assert "deleted the share state" in cli(bs, "delete-offsets", "g-cli", "--topic", "queue-cli").stdout
+    assert "queue-cli" not in cli(bs, "describe", "g-cli").stdout  # no share-partition state left
     assert "deleted share group" in cli(bs, "delete", "g-cli").stdout
     assert "g-cli" not in cli(bs, "list").stdout
 
@@ -325,5 +327,46 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
         got = [m.value() for *_, m in poll_records(c, 10, want=1)]
         assert got == [b"c0"]
         c.close()
+    finally:
+        b.close()
+
+
+def test_share_session_epochs_and_limit_on_the_wire(tmp_path):
+    """KIP-932 share sessions: epoch 0 opens (no acknowledgements then), the next epoch must
+    follow, an unknown session is SHARE_SESSION_NOT_FOUND, ShareAcknowledge cannot open one, -1
+    closes, and group.share.max.share.sessions bounds them."""
+    import uuid
+
+    from litemq import Broker
+    from litemq.protocol.errors import ErrorCode as E
+
+    b = Broker(tmp_path / "data", overrides={"group.share.max.share.sessions": "1"})
+
+    def fetch(w, member: str, epoch: int, topics=()) -> int:
+        return w.request(78, 1, {"group_id": "g-wire", "member_id": member, "share_session_epoch": epoch,
+                                 "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10,
+                                 "batch_size": 10, "topics": list(topics), "forgotten_topics_data": []}).error_code
+
+    def ack(w, member: str, epoch: int) -> int:
+        return w.request(79, 1, {"group_id": "g-wire", "member_id": member, "share_session_epoch": epoch,
+                                 "topics": []}).error_code
+
+    try:
+        with WireClient("127.0.0.1", b.port) as w:
+            acks = [{"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]
+            assert fetch(w, "m1", 0, acks) == E.INVALID_REQUEST
+            assert ack(w, "m1", 0) == E.INVALID_SHARE_SESSION_EPOCH
+            assert fetch(w, "m1", 1) == E.SHARE_SESSION_NOT_FOUND
+            assert fetch(w, "m1", 0) == E.NONE
+            assert fetch(w, "m2", 0) == E.SHARE_SESSION_LIMIT_REACHED
+            assert fetch(w, "m1", 2) == E.INVALID_SHARE_SESSION_EPOCH
+            assert fetch(w, "m1", 1) == E.NONE
+            assert ack(w, "m1", 2) == E.NONE
+            assert fetch(w, "m1", 3) == E.NONE
+            assert ack(w, "m1", -1) == E.NONE  # closes it
+            assert fetch(w, "m1", 4) == E.SHARE_SESSION_NOT_FOUND
+            assert fetch(w, "m2", 0) == E.NONE
+            assert fetch(w, "", 0) == E.INVALID_REQUEST
     finally:
         b.close()

@@ -3,8 +3,9 @@
 ``list`` (ListGroups with the ``share`` type filter, asked of every broker), ``describe GROUP``
 (ShareGroupDescribe: state, epochs, members and their partitions; DescribeShareGroupOffsets:
 each share-partition's start offset, with the log end offset and the lag behind it),
-``reset-offsets GROUP --topic T --to-earliest|--to-latest|--to-offset N|--to-datetime T`` (AlterShareGroupOffsets,
-the group must have no members) and ``delete GROUP`` (DeleteGroups). confluent-kafka has no
+``reset-offsets GROUP --topic T --to-earliest|--to-latest|--to-offset N|--to-datetime T``
+(AlterShareGroupOffsets, the group must have no members), ``delete-offsets GROUP --topic T``
+(DeleteShareGroupOffsets, likewise) and ``delete GROUP`` (DeleteGroups). confluent-kafka has no
 share-group admin calls, so these requests go over LiteMQ's wire client to the group's
 coordinator (plaintext listeners); offsets come from the AdminClient (ListOffsets).
 """
@@ -164,6 +165,24 @@ def share_group_reset_offsets(group_id, topics, to_earliest, to_latest, to_offse
                 raise CliError(f"cannot reset {t.topic_name}-{p.partition_index} of {group_id!r}: "
                                f"{_code(p.error_code)}{hint}")
     console.print(f"reset {len(partitions)} share-partition(s) of group [bold]{group_id}[/]")
+
+
+@share_group.command("delete-offsets")
+@click.argument("group_id", metavar="GROUP")
+@click.option("--topic", "topics", multiple=True, required=True, help="Topic whose share state to delete (repeatable).")
+@bootstrap_option
+def share_group_delete_offsets(group_id, topics, bootstrap) -> None:
+    """Delete GROUP's share-partition state of --topic (the group must have no members); the
+    next member starts those partitions as a new group would (share.auto.offset.reset)."""
+    admin = _admin(bootstrap)
+    r = _ask(admin, group_id, 92, 0, {"group_id": group_id, "topics": [{"topic_name": t} for t in topics]})
+    if r.error_code:
+        raise CliError(f"cannot delete the offsets of {group_id!r}: {_code(r.error_code)}")
+    for t in r.responses:
+        for p in t.partitions:
+            if p.error_code:
+                raise CliError(f"cannot delete the offsets of {t.topic_name} in {group_id!r}: {_code(p.error_code)}")
+    console.print(f"deleted the share state of {', '.join(topics)} in group [bold]{group_id}[/]")
 
 
 @share_group.command("delete")

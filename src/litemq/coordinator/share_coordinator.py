@@ -346,6 +346,30 @@ class ShareCoordinator:
                 out.setdefault(name, {})[i] = code
         return E.NONE, out
 
+    async def delete_offsets(self, group_id: str, topics: list[str]) -> tuple[int, dict[str, dict[int, int]]]:
+        """DeleteShareGroupOffsets: forget the share-partition state of ``topics`` (tombstones);
+        the group must exist (GROUP_ID_NOT_FOUND) and have no members (NON_EMPTY_GROUP). A later
+        member starts those partitions afresh (``share.auto.offset.reset``). Returns (group
+        error, topic -> partition -> error)."""
+        err = self.groups.coordinator_error(group_id)
+        if err:
+            return err, {}
+        g = self.group_of(group_id)
+        if g is None:
+            return E.GROUP_ID_NOT_FOUND, {}
+        if g.members:
+            return E.NON_EMPTY_GROUP, {}
+        out: dict[str, dict[int, int]] = {}
+        for name in topics:
+            info = self.host.topic(name)
+            if info is None:
+                out[name] = {}
+                continue
+            for i in range(info.num_partitions):
+                self.entries.pop((group_id, name, i), None)
+                out.setdefault(name, {})[i] = await self._write_state(ShareStateKey(group_id, info.topic_id, i), None)
+        return E.NONE, out
+
     def group_of(self, group_id: str) -> ShareGroup | None:
         g = self.share_groups.get(group_id)
         return None if g is None or g.dead else g
@@ -600,11 +624,17 @@ class ShareCoordinator:
     # ================================================================== sessions
     def session_error(self, group_id: str, member_id: str, epoch: int, acks_present: bool) -> int:
         """The share-session check of a request (KIP-932): epoch 0 opens (acknowledgements are
-        not allowed then), -1 closes, otherwise it must be the session's next epoch."""
+        not allowed then; SHARE_SESSION_LIMIT_REACHED when ``group.share.max.share.sessions``
+        are open), -1 closes, otherwise it must be the session's next epoch."""
         if not member_id:
             return E.INVALID_REQUEST
         if epoch == SESSION_EPOCH_INITIAL:
-            return E.INVALID_REQUEST if acks_present else E.NONE
+            if acks_present:
+                return E.INVALID_REQUEST
+            if (group_id, member_id) not in self.sessions and \
+                    len(self.sessions) >= self.config.group_share_max_share_sessions:
+                return E.SHARE_SESSION_LIMIT_REACHED
+            return E.NONE
         session = self.sessions.get((group_id, member_id))
         if session is None:
             return E.SHARE_SESSION_NOT_FOUND

@@ -266,11 +266,19 @@ class SharePartition:
         change. Returns NONE, INVALID_REQUEST (malformed) or INVALID_RECORD_STATE (an offset
         that is not acquired by ``member_id``; a GAP may name an offset already done)."""
         n = last_offset - first_offset + 1
-        if n <= 0 or not types or (len(types) != 1 and len(types) != n) or any(t not in (0, 1, 2, 3) for t in types):
+        if first_offset < 0 or n <= 0 or not types or (len(types) != 1 and len(types) != n) \
+                or any(t not in (0, 1, 2, 3) for t in types):
             return E.INVALID_REQUEST
+        if last_offset >= self.end_offset:
+            return E.INVALID_RECORD_STATE  # never delivered
+        below = types if len(types) == 1 else types[:max(0, self.start_offset - first_offset)]
+        if first_offset < self.start_offset and any(t != AckType.GAP for t in below):
+            return E.INVALID_RECORD_STATE  # done already
         plan = []
-        for i in range(n):
-            off = first_offset + i
+        # Below SPSO everything is done: only the window [SPSO, SPEO) (at most max_record_locks
+        # offsets) is walked, whatever range the request names.
+        for off in range(max(first_offset, self.start_offset), last_offset + 1):
+            i = off - first_offset
             t = types[0] if len(types) == 1 else types[i]
             rec = self.records.get(off)
             if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:

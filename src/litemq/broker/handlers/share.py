@@ -2,7 +2,8 @@
 :class:`~litemq.coordinator.share_coordinator.ShareCoordinator`.
 
 ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1, ShareAcknowledge
-(79) v1, DescribeShareGroupOffsets (90) v0, AlterShareGroupOffsets (91) v0. Version 2 of ShareFetch/ShareAcknowledge (KIP-1206 acquire modes, KIP-1222 Renew) is in
+(79) v1, DescribeShareGroupOffsets (90) v0, AlterShareGroupOffsets (91) v0,
+DeleteShareGroupOffsets (92) v0. Version 2 of ShareFetch/ShareAcknowledge (KIP-1206 acquire modes, KIP-1222 Renew) is in
 the vendored schemas but not advertised. ListGroups (type ``share``) and DeleteGroups of share
 groups are served in :mod:`litemq.broker.handlers.groups` through the same coordinator.
 
@@ -303,6 +304,34 @@ async def handle_alter_share_group_offsets(ctx, req) -> dict:
     return answer(codes)
 
 
+async def handle_delete_share_group_offsets(ctx, req) -> dict:
+    """DeleteShareGroupOffsets v0: forget an empty share group's state of whole topics (DELETE
+    on the group, READ on each topic, as Kafka)."""
+    meta = ctx.runtime.metadata
+
+    def top(code: int) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "responses": []}
+
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return top(E.GROUP_AUTHORIZATION_FAILED)
+    names = [t.topic_name for t in req.topics]
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    err, codes = await _share(ctx).delete_offsets(req.group_id, [n for n in names if n in readable])
+    if err:
+        return top(err)
+    responses = []
+    for name in names:
+        info = meta.topics.get(name)
+        if name not in readable or info is None:
+            code = E.TOPIC_AUTHORIZATION_FAILED if name not in readable else E.UNKNOWN_TOPIC_OR_PARTITION
+            responses.append({"topic_name": name, "topic_id": None, "partitions": [
+                {"partition_index": -1, "error_code": code, "error_message": None}]})
+            continue
+        responses.append({"topic_name": name, "topic_id": info.topic_id, "partitions": [
+            {"partition_index": i, "error_code": c, "error_message": None} for i, c in sorted(codes[name].items())]})
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "responses": responses}
+
+
 def register(runtime) -> None:
     """Create the share coordinator next to the group coordinator and register the APIs."""
     share = ShareCoordinator(BrokerCoordinatorHost(runtime), runtime.coordinator)
@@ -315,3 +344,4 @@ def register(runtime) -> None:
     runtime.register(79, handle_share_acknowledge, 1, 1)
     runtime.register(90, handle_describe_share_group_offsets, 0, 0)
     runtime.register(91, handle_alter_share_group_offsets, 0, 0)
+    runtime.register(92, handle_delete_share_group_offsets, 0, 0)
