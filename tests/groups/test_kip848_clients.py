@@ -99,10 +99,15 @@ def test_kip848_consumers_join_leave_killed_with_classic_group_alongside(tmp_pat
             assert_delivery(classic, classic_produced)
             listed = {g.group_id: g for g in admin.list_consumer_groups().result(timeout=30).valid}
             assert listed["g848"].type.name == "CONSUMER" and listed["g-classic"].type.name == "CLASSIC"
-            desc = admin.describe_consumer_groups(["g848", "g-classic"])
-            d848, dclassic = desc["g848"].result(timeout=30), desc["g-classic"].result(timeout=30)
+            d848 = admin.describe_consumer_groups(["g848"])["g848"].result(timeout=30)
             assert d848.type.name == "CONSUMER" and [m.client_id for m in d848.members] == ["w3"]
-            assert dclassic.type.name == "CLASSIC" and len(dclassic.members) == 2
+
+            def classic_described():
+                d = admin.describe_consumer_groups(["g-classic"])["g-classic"].result(timeout=30)
+                return d if len(d.members) == 2 else None
+            # a kafka-python member starved of CPU on a loaded machine may be rejoining just now
+            dclassic = wait_until(classic_described, 30, "both classic members in g-classic")
+            assert dclassic.type.name == "CLASSIC"
             # litemq group list / describe show the type, epochs and assignments
             listing = litemq_cli(bs, "group", "list")
             assert ["g848", "consumer", "Stable", "no"] in table_rows(listing), listing
