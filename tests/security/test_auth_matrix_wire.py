@@ -652,6 +652,11 @@ ROWS: list[Row] = [
         lambda r, c: [p.error_code for t in r.responses for p in t.partitions], setup=_empty_share_group,
         state=_share_start_offset,
         allowed=lambda r, c, b: _share_start_offset(c) == 0 or pytest.fail("start offset not altered")),
+    Row("delete_share_group_offsets", 92, 0, (Need(G, O.DELETE), Need(T, O.READ)),
+        lambda w, c: w.request(92, 0, {"group_id": c.group, "topics": [{"topic_name": c.topic}]}),
+        lambda r, c: [r.error_code] if r.error_code else [p.error_code for t in r.responses for p in t.partitions],
+        setup=_empty_share_group, state=_share_start_offset,
+        allowed=lambda r, c, b: _share_start_offset(c) == -1 or pytest.fail("share state not deleted")),
     # KIP-460: ALTER on the cluster (one broker: every partition answers ELECTION_NOT_NEEDED)
     Row("elect_leaders", 43, 2, (Need(C, O.ALTER),),
         lambda w, c: w.request(43, 2, {"election_type": 0, "timeout_ms": 5000,
