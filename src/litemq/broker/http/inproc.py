@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from litemq.broker.http.runtime import HttpRuntime
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 0, 1, 2, 9, 15, 16
-VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, OFFSET_FETCH: 7, DESCRIBE_GROUPS: 5, LIST_GROUPS: 4}
+SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
+VERSIONS = {PRODUCE: 9, FETCH: 12, LIST_OFFSETS: 7, OFFSET_FETCH: 7, DESCRIBE_GROUPS: 5, LIST_GROUPS: 4,
+            SHARE_GROUP_DESCRIBE: 1, DESCRIBE_SHARE_GROUP_OFFSETS: 0}
 """The version the HTTP layer uses of each API (the newest without topic ids / group batches)."""
 FORWARDABLE_APIS = frozenset(VERSIONS)
 """APIs another broker may ask this one to run for an HTTP caller (op ``api``)."""

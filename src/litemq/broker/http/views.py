@@ -20,10 +20,12 @@ from litemq.broker.context import RequestContext
 from litemq.broker.handlers.core import topic_entry
 from litemq.broker.http.inproc import (
     DESCRIBE_GROUPS,
+    DESCRIBE_SHARE_GROUP_OFFSETS,
     FETCH,
     LIST_GROUPS,
     LIST_OFFSETS,
     OFFSET_FETCH,
+    SHARE_GROUP_DESCRIBE,
     HttpCaller,
     PeerUnavailable,
     call_api,
@@ -230,6 +232,19 @@ async def describe_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: s
                 if p.error_code or p.committed_offset < 0:
                     continue
                 rows.append((t.name, p.partition_index, p.committed_offset))
+    if g.group_state == "Dead" and not g.members and not rows:
+        share = await _describe_share_group(runtime, caller, group_id, coord, base)
+        if share is not None:
+            return share
+    offsets = await _lag_rows(runtime, caller, group_id, rows, owner)
+    return dict(base, state=g.group_state, protocol_type=g.protocol_type, protocol=g.protocol_data,
+                members=members, offsets=offsets)
+
+
+async def _lag_rows(runtime: "HttpRuntime", caller: HttpCaller, group_id: str, rows: list[tuple[str, int, int]],
+                    owner: dict[tuple[str, int], dict]) -> list[dict]:
+    """The ``offsets`` of :func:`describe_group`: (topic, partition, offset) rows with the log end
+    offset, the lag and the member owning the partition (``owner``)."""
     ends = await list_offsets(runtime, caller, [(t, p) for t, p, _ in rows], LATEST) if rows else {}
     offsets = []
     for t, p, committed in sorted(rows):
@@ -239,8 +254,35 @@ async def describe_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: s
         offsets.append({"topic": t, "partition": p, "current_offset": committed, "log_end_offset": lag.end_offset,
                         "lag": lag.lag, "consumer_id": m["member_id"] if m else "",
                         "client_id": m["client_id"] if m else "", "instance_id": m["instance_id"] if m else None})
-    return dict(base, state=g.group_state, protocol_type=g.protocol_type, protocol=g.protocol_data,
-                members=members, offsets=offsets)
+    return offsets
+
+
+async def _describe_share_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: str, coord: int,
+                                base: dict) -> dict | None:
+    """:func:`describe_group` of a KIP-932 share group (ShareGroupDescribe and
+    DescribeShareGroupOffsets on its coordinator): protocol type ``share``, the members and their
+    partitions, and per share-partition the start offset (SPSO) as ``current_offset`` with the
+    lag behind the log end; None when ``group_id`` is no share group."""
+    try:
+        desc, starts = await asyncio.gather(
+            call_api(runtime, SHARE_GROUP_DESCRIBE, {"group_ids": [group_id], "include_authorized_operations": False},
+                     node_id=coord, caller=caller),
+            call_api(runtime, DESCRIBE_SHARE_GROUP_OFFSETS, {"groups": [{"group_id": group_id, "topics": None}]},
+                     node_id=coord, caller=caller))
+    except PeerUnavailable:
+        return None
+    g = desc.groups[0]
+    if g.error_code:
+        return None
+    members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host, "instance_id": None,
+                "assignment": {tp.topic_name: sorted(tp.partitions) for tp in m.assignment.topic_partitions}}
+               for m in g.members]
+    sg = starts.groups[0]
+    rows = [] if sg.error_code else [(t.topic_name, p.partition_index, p.start_offset) for t in sg.topics
+                                     for p in t.partitions if not p.error_code and p.start_offset >= 0]
+    offsets = await _lag_rows(runtime, caller, group_id, rows, {})
+    return dict(base, state=g.group_state, protocol_type="share", protocol=g.assignor_name, members=members,
+                offsets=offsets)
 
 
 async def refresh_group_lag(runtime: "HttpRuntime") -> None:
