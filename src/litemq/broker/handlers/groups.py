@@ -411,14 +411,13 @@ def heartbeat_refused(ctx, group_id: str, names) -> dict | None:
 
 async def handle_consumer_group_heartbeat(ctx, req) -> dict:
     """ConsumerGroupHeartbeat v0-1 (KIP-848)."""
-    fail = heartbeat_failure
     names = req.subscribed_topic_names
     refused = heartbeat_refused(ctx, req.group_id, names)
     if refused is not None:
         return refused
     share = getattr(ctx.runtime, "share_coordinator", None)
     if share is not None and share.group_of(req.group_id) is not None:
-        return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+        return heartbeat_failure(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     res = await _coord(ctx).consumer_group_heartbeat(ConsumerHeartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
         rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
@@ -426,25 +425,41 @@ async def handle_consumer_group_heartbeat(ctx, req) -> dict:
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=req.server_assignor, owned=_ids_to_names(ctx, req.topic_partitions),
         client_id=ctx.header.client_id or "", client_host=client_host(ctx), version=ctx.version))
+    return heartbeat_answer(ctx, res)
+
+
+def heartbeat_answer(ctx, res) -> dict:
+    """The Consumer/ShareGroupHeartbeat response for a coordinator result ``res`` (error, or
+    member id, epoch, heartbeat interval and assignment as topic names)."""
     if res.error:
-        return fail(res.error, res.error_message)
+        return heartbeat_failure(res.error, res.error_message)
     return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "member_id": res.member_id,
             "member_epoch": res.member_epoch, "heartbeat_interval_ms": res.heartbeat_interval_ms,
             "assignment": None if res.assignment is None else
             {"topic_partitions": names_to_ids(ctx, res.assignment)}}
 
 
-def _describe_consumer_group(ctx, group_id: str, include_ops: bool) -> dict:
+def described_group(ctx, group_id: str, lookup) -> tuple[dict, object | None]:
+    """The Consumer/ShareGroupDescribe entry of ``group_id`` before its details: DESCRIBE on
+    the group (else GROUP_AUTHORIZATION_FAILED), then ``lookup(group_id) -> (error, message,
+    group)``. Returns the entry and the group (None when the entry carries an error)."""
     out = {"error_code": E.NONE, "error_message": None, "group_id": group_id, "group_state": "",
            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
            "authorized_operations": INT32_MIN}
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
-        return out
-    coord = _coord(ctx)
-    err, msg, g = coord.consumer_group_describe(group_id)
+        return out, None
+    err, msg, g = lookup(group_id)
     if err:
         out.update(error_code=err, error_message=msg)
+        return out, None
+    return out, g
+
+
+def _describe_consumer_group(ctx, group_id: str, include_ops: bool) -> dict:
+    coord = _coord(ctx)
+    out, g = described_group(ctx, group_id, coord.consumer_group_describe)
+    if g is None:
         return out
     out.update(group_state=g.state.value, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
                assignor_name=coord.consumer_group_assignor(g),

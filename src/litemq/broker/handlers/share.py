@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from litemq.broker.authz import authorize, authorized_names, authorized_operations
 from litemq.broker.coordinator_host import BrokerCoordinatorHost
-from litemq.broker.handlers.groups import client_host, heartbeat_failure, heartbeat_refused, names_to_ids
+from litemq.broker.handlers.groups import (client_host, described_group, heartbeat_answer, heartbeat_refused,
+                                          names_to_ids)
 from litemq.coordinator.share_coordinator import PartitionFetch, ShareCoordinator
 from litemq.protocol.errors import ErrorCode as E
 from litemq.security.acl_operations import AclOperation, ResourceType
-
-INT32_MIN = -(2**31)
 
 
 def _share(ctx) -> ShareCoordinator:
@@ -41,25 +40,13 @@ def handle_share_group_heartbeat(ctx, req) -> dict:
     res = _share(ctx).heartbeat(req.group_id, req.member_id, req.member_epoch, req.rack_id,
                                 list(names) if names is not None else None, ctx.header.client_id or "",
                                 client_host(ctx))
-    if res.error:
-        return heartbeat_failure(res.error, res.error_message)
-    return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "member_id": res.member_id,
-            "member_epoch": res.member_epoch, "heartbeat_interval_ms": res.heartbeat_interval_ms,
-            "assignment": None if res.assignment is None else
-            {"topic_partitions": names_to_ids(ctx, res.assignment)}}
+    return heartbeat_answer(ctx, res)
 
 
 # ---------------------------------------------------------------------- ShareGroupDescribe
 def _describe_one(ctx, group_id: str, include_ops: bool) -> dict:
-    out = {"error_code": E.NONE, "error_message": None, "group_id": group_id, "group_state": "",
-           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
-           "authorized_operations": INT32_MIN}
-    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-        out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
-        return out
-    err, msg, g = _share(ctx).describe(group_id)
-    if err:
-        out.update(error_code=err, error_message=msg)
+    out, g = described_group(ctx, group_id, _share(ctx).describe)
+    if g is None:
         return out
     out.update(group_state=g.state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
                assignor_name="simple",
