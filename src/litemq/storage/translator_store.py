@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right
 from pathlib import Path
 
 from litemq.protocol.records import CONTROL_FLAG, is_raft_internal_batch
@@ -50,6 +51,12 @@ def _batch_is_internal(seg: LogSegment, pos: int, h) -> bool:
     return is_raft_internal_batch(os.pread(seg.fd, h.size, pos), 0, h)
 
 
+def _segment_index(segments: list[LogSegment], offset: int) -> int:
+    """Index of the segment holding ``offset`` (the last one whose base offset is <= it; 0 below
+    the first), as PartitionLog's own lookup."""
+    return max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
+
+
 def scan_internal_offsets(segments: list[LogSegment], start: int, end: int) -> list[int]:
     """Raft-internal offsets in ``[start, end)`` of the log made of ``segments`` (batch headers
     read in chunks, control batches read whole).
@@ -60,11 +67,7 @@ def scan_internal_offsets(segments: list[LogSegment], start: int, end: int) -> l
     out: list[int] = []
     if start >= end:
         return out
-    bases = [s.base_offset for s in segments]
-    i = 0
-    while i + 1 < len(bases) and bases[i + 1] <= start:
-        i += 1
-    for seg in segments[i:]:
+    for seg in segments[_segment_index(segments, start):]:
         if seg.base_offset >= end:
             break
         found = seg.find(start)
@@ -81,14 +84,10 @@ def scan_internal_offsets(segments: list[LogSegment], start: int, end: int) -> l
 def _verify(segments: list[LogSegment], translator: OffsetTranslator, upto: int) -> bool:
     """Every internal offset below ``upto`` listed by ``translator`` starts a Raft-internal
     batch of the log."""
-    bases = [s.base_offset for s in segments]
     for o in translator.internal_offsets:
         if o >= upto:
             break
-        i = 0
-        while i + 1 < len(bases) and bases[i + 1] <= o:
-            i += 1
-        seg = segments[i]
+        seg = segments[_segment_index(segments, o)]
         found = seg.find(o)
         if found is None or found[1].base_offset != o or not _batch_is_internal(seg, found[0], found[1]):
             return False
