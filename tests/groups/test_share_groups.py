@@ -154,7 +154,8 @@ def test_release_comes_back_with_delivery_count_2_reject_never_and_limit_archive
     late.close()
 
 
-def test_records_of_a_sigkilled_consumer_return_after_the_lock_duration(broker):
+def test_records_of_a_sigkilled_consumer_return_to_another_member(broker):
+    """(At once since its connection closes: test_share_release.py; here: delivery count 2.)"""
     bs = broker.bootstrap_servers
     create_topic(bs, "queue-kill", 1)
     produce(bs, "queue-kill", 10, 1)

@@ -135,6 +135,10 @@ class Connection(asyncio.Protocol):
         self._close_linger_s = 0.0
         self.sasl_session = new_sasl_session(self)
         """SASL state (litemq.security.sasl.SaslSession) on SASL_PLAINTEXT/SASL_SSL listeners, else None."""
+        self.close_callbacks: dict[str, Callable[[], None]] = {}
+        """Run once when the connection is lost, by name (one per listener; KIP-932: the share
+        sessions opened on this connection end with it, Kafka ``ShareSessionCache``'s
+        disconnect listener)."""
 
     # ------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -191,6 +195,12 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.runtime.connections.discard(self)
+        callbacks, self.close_callbacks = self.close_callbacks, {}
+        for callback in callbacks.values():
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one listener must not keep the others from running
+                log.exception("connection close callback failed")
         if self._writer_task is not None:
             self._writer_task.cancel()
 

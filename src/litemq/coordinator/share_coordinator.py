@@ -79,6 +79,8 @@ class ShareSession:
     member_id: str
     next_epoch: int = 1
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    owner: Any = None
+    """The client connection that opened it (the session ends when it closes)."""
 
 
 @dataclass(slots=True)
@@ -665,6 +667,16 @@ class ShareCoordinator:
         session = self.sessions.pop((group_id, member_id), None)
         if session is not None:
             self._release_session(session)
+
+    def connection_closed(self, owner: Any) -> None:
+        """The client connection ``owner`` closed: every share session opened on it ends and its
+        member's acquired records here are released at once, delivery counts kept (Kafka 4.1
+        ``ShareSessionCache.ClientConnectionDisconnectListener`` -> ``onMemberLeave``). A session
+        the member re-opened on another connection is left alone."""
+        for (group_id, member_id), session in list(self.sessions.items()):
+            if session.owner is owner:
+                self.close_session(group_id, member_id)
+                log.info("share group %s: member %s's share session ended with its connection", group_id, member_id)
 
     def _release_session(self, session: ShareSession) -> None:
         """Release what the session's member holds here (stored with the next write: a released

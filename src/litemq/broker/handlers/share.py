@@ -135,6 +135,16 @@ def _top_error(code: int, message: str | None = None) -> dict:
             "responses": [], "node_endpoints": []}
 
 
+def _bind_to_connection(ctx, share: ShareCoordinator, session) -> None:
+    """A new share session ends when the connection that opened it closes (Kafka 4.1 releases
+    the member's acquired records then, not at their lock deadline); one callback per connection."""
+    conn = ctx.connection
+    session.owner = conn
+    callbacks = getattr(conn, "close_callbacks", None)
+    if callbacks is not None:
+        callbacks["share_sessions"] = lambda: share.connection_closed(conn)
+
+
 async def handle_share_fetch(ctx, req) -> dict:
     """ShareFetch v1 (KIP-932): acknowledgements first, then records acquired for the member
     from every partition of its share session."""
@@ -174,6 +184,8 @@ async def handle_share_fetch(ctx, req) -> dict:
         forget = [(forgotten_ids[f.topic_id], i) for f in req.forgotten_topics_data
                   if forgotten_ids.get(f.topic_id) for i in f.partitions]
         session = share.open_session(group_id, member_id, epoch, add, forget)
+        if epoch == 0 and session.owner is None:
+            _bind_to_connection(ctx, share, session)
         meta = ctx.runtime.metadata
         for name, _ in session.partitions:
             if name not in name_to_id and (info := meta.topics.get(name)) is not None:
