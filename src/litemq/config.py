@@ -16,7 +16,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litemq.limits import MAX_LISTENERS_PER_BROKER, MAX_PARTITIONS_PER_TOPIC, RAFT_MAX_VOTERS
+from litemq.limits import MAX_LISTENERS_PER_BROKER, MAX_PARTITIONS_PER_TOPIC, MAX_RACK_ID_CHARS, RAFT_MAX_VOTERS
 
 DEFAULT_PORT = 9092
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -32,6 +32,9 @@ DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL
 SSL_CLIENT_AUTH_VALUES = ("none", "requested", "required")
 LISTENER_PREFIX = "listener.name."
 """Per-listener settings: ``listener.name.<listener name, lower case>.<setting>`` (Kafka)."""
+
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""The one ``replica.selector.class`` LiteMQ implements (Kafka's class name, KIP-392)."""
 
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 """Kafka's ``EndPoint`` URI pattern: ``NAME://host:port`` (``[v6addr]`` allowed, empty host = all)."""
@@ -149,6 +152,15 @@ class BrokerConfig:
     """Metadata log entries applied between two metadata snapshots (the log is cut before one)."""
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 5000
+    # follower fetching (KIP-392): racks and the replica selector (Kafka names, read-only)
+    broker_rack: str | None = None
+    """The rack (availability zone) of this broker, registered with the cluster metadata and
+    shown in Metadata/DescribeCluster answers; None (Kafka's default): no rack."""
+    replica_selector_class: str | None = None
+    """None (Kafka's default): consumers fetch from leaders. :data:`RACK_AWARE_REPLICA_SELECTOR`:
+    a leader names an in-sync follower in the consumer's rack (FetchRequest v11+ ``rack_id``,
+    the client's ``client.rack``) as its ``preferred_read_replica``. Followers serve consumer
+    fetches v11+ (up to their high watermark) whatever this says, as Kafka's do."""
 
     # transactions (Kafka names; transaction.state.log.num.partitions defaults to 50 in Kafka, 8 here)
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
@@ -371,6 +383,11 @@ class BrokerConfig:
                              f"advertised.listeners; {name} is not one of {', '.join(advertised)}")
         if proto in TLS_PROTOCOLS:
             self._validate_ssl(name, f"inter-broker listener {name}")
+        if self.replica_selector_class and self.replica_selector_class != RACK_AWARE_REPLICA_SELECTOR:
+            raise ValueError(f"replica.selector.class: unknown class {self.replica_selector_class!r} (LiteMQ "
+                             f"implements {RACK_AWARE_REPLICA_SELECTOR} only)")
+        if self.broker_rack is not None and len(self.broker_rack) > MAX_RACK_ID_CHARS:
+            raise ValueError(f"broker.rack: at most {MAX_RACK_ID_CHARS} characters")
 
     def _validate_ssl(self, listener: str, what: str) -> None:
         for key in ("ssl.keystore.type", "ssl.truststore.type"):

@@ -141,6 +141,9 @@ TLS_HANDSHAKE_TIMEOUT_MS = 10_000
 """A TLS listener (or the TLS RPC port) closes a connection whose handshake takes longer."""
 MAX_LISTENERS_PER_BROKER = 32
 """Listeners one broker may configure and register (``listeners``)."""
+MAX_RACK_ID_CHARS = 255
+"""Longest ``broker.rack`` a broker may register (it is repeated in every Metadata answer; Kafka
+sets no bound). A longer client ``rack_id`` in a Fetch simply matches no broker."""
 MAX_SASL_TOKEN_BYTES = 64 * 1024
 """Largest SaslAuthenticate auth_bytes accepted (a PLAIN or SCRAM message is < 1 KiB)."""
 MAX_SASL_RECEIVE_BYTES = 512 * 1024

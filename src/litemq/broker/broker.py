@@ -590,6 +590,17 @@ class BrokerRuntime:
         ep = endpoints.get(listener_name)
         return [] if ep is None else [(self.config.node_id, *ep)]
 
+    def rack_of(self, node_id: int) -> str | None:
+        """The ``broker.rack`` of broker ``node_id`` (KIP-392): this broker's from its config,
+        another's as it registered it in the cluster metadata; None when it has none or is
+        unknown."""
+        if node_id == self.config.node_id:
+            return self.config.broker_rack
+        if self.cluster is None:
+            return None
+        b = self.metadata.brokers.get(node_id)
+        return b.rack if b is not None else None
+
     def controller_id(self) -> int:
         """The metadata leader in a cluster (Kafka's active controller) when clients can reach
         it, else this broker (see ``ClusterManager.controller_id``); this node otherwise."""

@@ -313,7 +313,7 @@ def _ids(ids) -> str:
 
 def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], view: dict) -> None:
     known = {b.get("node_id"): b for b in view.get("brokers") or []}
-    table = make_table("ID", "ADDRESS", "RPC", "PID", "PROCESS", "LIVE", "DIRECTORY ID", title="brokers",
+    table = make_table("ID", "ADDRESS", "RACK", "RPC", "PID", "PROCESS", "LIVE", "DIRECTORY ID", title="brokers",
                        title_justify="left")
     for nid in sorted(set(nodes) | set(known)):
         nd, b = nodes.get(nid, {}), known.get(nid)
@@ -327,7 +327,8 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
         live = "[green]yes[/]" if b and b.get("live") else "[red]no[/]"
         # the directory.id of the broker's data dir (meta.properties), as it registered it
         directory_id = (b or {}).get("directory_id") or (statuses.get(nid) or {}).get("directory_id") or "-"
-        table.add_row(str(nid), address, f"{HOST}:{nd['rpc_port']}" if nd else "-", str(nd.get("pid", "-")),
+        rack = (b or {}).get("rack") or "-"  # broker.rack as the broker registered it
+        table.add_row(str(nid), address, rack, f"{HOST}:{nd['rpc_port']}" if nd else "-", str(nd.get("pid", "-")),
                       process, live, directory_id)
     console.print(table)
 

@@ -57,6 +57,8 @@ class ClusterAdmin:
                            endpoints_from_json(args.get("endpoints")))}
                 if args.get("directory_id"):
                     rec["directory_id"] = str(args["directory_id"])
+                if args.get("rack") is not None:
+                    rec["rack"] = str(args["rack"])
             elif action == "create_topic":
                 rec = self._create_topic_record(args)
             elif action == "delete_topic":

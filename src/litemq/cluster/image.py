@@ -14,7 +14,8 @@ init                    ``cluster_id`` (first leader, once)
 register_broker         ``node_id``, ``host``, ``port`` (default listener), ``endpoints``
                         (listener name -> [host, port] of every advertised listener),
                         ``directory_id`` (optional: the ``directory.id`` of the broker's data
-                        dir, from its ``meta.properties``; a new one means a new disk)
+                        dir, from its ``meta.properties``; a new one means a new disk),
+                        ``rack`` (optional: its ``broker.rack``, KIP-392 follower fetching)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
 delete_topic            ``name``
 create_partitions       ``name``, ``assignments`` (of the new partitions)
@@ -61,6 +62,8 @@ class BrokerInfo:
     directory_id: str | None = None
     """The ``directory.id`` of the broker's data dir when it registered (None from brokers
     older than ``meta.properties``)."""
+    rack: str | None = None
+    """The broker's ``broker.rack`` (None: no rack, or a broker older than racks)."""
 
     def endpoint(self, listener_name: str | None = None) -> tuple[str, int] | None:
         """(host, port) on ``listener_name`` (the default listener when None); None when the
@@ -269,9 +272,10 @@ class MetadataImage:
         return ApplyResult()
 
     def _apply_register_broker(self, rec: dict) -> ApplyResult:
-        directory_id = rec.get("directory_id")
+        directory_id, rack = rec.get("directory_id"), rec.get("rack")
         b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]),
-                       endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None)
+                       endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None,
+                       str(rack) if rack is not None else None)
         self.brokers[b.node_id] = b
         return ApplyResult()
 
@@ -349,7 +353,7 @@ class MetadataImage:
         return {
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
-            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id]
+            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id, b.rack]
                         for b in self.brokers.values()],
             "broker_configs": self.broker_configs,
             "topics": [t.to_json() for t in self.topics.values()],
@@ -364,7 +368,8 @@ class MetadataImage:
         img.next_producer_id = int(d.get("next_producer_id", 0))
         img.brokers = {int(b[0]): BrokerInfo(int(b[0]), str(b[1]), int(b[2]),
                                              endpoints_from_json(b[3] if len(b) > 3 else None),
-                                             str(b[4]) if len(b) > 4 and b[4] else None)
+                                             str(b[4]) if len(b) > 4 and b[4] else None,
+                                             str(b[5]) if len(b) > 5 and b[5] is not None else None)
                        for b in d.get("brokers", [])}
         img.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                               for k, c in dict(d.get("broker_configs") or {}).items()}

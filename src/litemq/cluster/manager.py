@@ -596,15 +596,17 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         endpoints = endpoints_from_json(req.get("endpoints"))  # absent from brokers older than listeners
         known = self.image.brokers.get(node)
         directory_id = req.get("directory_id")  # absent from brokers older than meta.properties
+        rack = req.get("rack")  # broker.rack (KIP-392); None: no rack or an older broker
+        rack = None if rack is None else str(rack)
         if (known is None or known.host != host or known.port != port or known.endpoints != endpoints
-                or known.directory_id != directory_id) and node not in self._registering:
+                or known.directory_id != directory_id or known.rack != rack) and node not in self._registering:
             self._registering.add(node)
 
             async def register():
                 try:
                     await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port,
                                                                 "endpoints": endpoints_to_json(endpoints),
-                                                                "directory_id": directory_id})
+                                                                "directory_id": directory_id, "rack": rack})
                 finally:
                     self._registering.discard(node)
             self._spawn(register())
@@ -624,7 +626,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                        if gid != META_GROUP and g.node.is_leader}
             req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
                    "leaders": leaders, "applied": self.applied_offset,
-                   "directory_id": self.host.identity.directory_id}
+                   "directory_id": self.host.identity.directory_id, "rack": self.config.broker_rack}
             leader = self.meta.node.leader_id
             resp = None
             try:
@@ -783,6 +785,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
                          "applied_offset": self.applied_offset, "voters": sorted(node.voters)},
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "directory_id": b.directory_id,
+                         "rack": b.rack,
                          "live": b.node_id in self.live_brokers or b.node_id == self.node_id}
                         for b in sorted(self.image.brokers.values(), key=lambda b: b.node_id)],
             "partitions": parts,

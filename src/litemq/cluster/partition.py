@@ -57,6 +57,23 @@ class ReplicatedPartition(Partition):
         return g is not None and g.node.is_leader and not g.failed
 
     @property
+    def is_follower(self) -> bool:
+        """A replica of a working Raft group that is not its leader: it serves consumer fetches
+        (FetchRequest v11+, KIP-392) up to the high watermark it learned from its leader (the
+        commit index of the leader's Append and Heartbeat messages), which may lag the leader's."""
+        g = self.group
+        return g is not None and not g.failed and not g.closed and not self._offline and not g.node.is_leader
+
+    def in_sync_follower_log_ends(self) -> dict[int, int]:
+        """As the leader: node id -> log end offset (Raft match offset + 1, log offsets) of each
+        follower in :meth:`in_sync_replicas`; empty elsewhere."""
+        if not self.is_leader:
+            return {}
+        g = self.group
+        matches = g.node.match_offsets()
+        return {r: matches[r] + 1 for r in self.in_sync_replicas() if r != g.host.node_id and r in matches}
+
+    @property
     def leader_id(self) -> int | None:
         return self.group.node.leader_id if self.group is not None else None
 

@@ -56,6 +56,14 @@ class Partition:
     is_leader = True
     """A single broker leads every partition it hosts (ReplicatedPartition overrides this)."""
 
+    is_follower = False
+    """A follower replica that serves consumer fetches (KIP-392); ReplicatedPartition overrides this."""
+
+    def in_sync_follower_log_ends(self) -> dict[int, int]:
+        """As the leader: node id -> log end offset (log offsets) of each in-sync follower, the
+        candidates for a consumer's preferred read replica (KIP-392). None on a single broker."""
+        return {}
+
     def in_sync_count(self) -> int:
         """Replicas in sync (min.insync.replicas check of acks=all): 1 on a single broker."""
         return 1

@@ -185,13 +185,16 @@ class LocalCluster:
             asks ``status`` with the brokers' keystore (``rpc_ssl``).
         http: give every broker an HTTP port (``/metrics``, console, REST API) on a free
             loopback port (:meth:`http_url`); off otherwise.
+        node_overrides: node id -> settings for that broker only, over ``overrides``
+            (``{1: {"broker.rack": "a"}, 2: {"broker.rack": "b"}}``).
 
     Ports and data dirs are kept across restarts. Use as a context manager or call
     :meth:`start` and :meth:`stop`.
     """
 
     def __init__(self, base_dir: str | Path, n: int = 3, overrides: dict[str, str] | None = None,
-                 base_port: int = 0, listeners: dict[str, int] | None = None, http: bool = False) -> None:
+                 base_port: int = 0, listeners: dict[str, int] | None = None, http: bool = False,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
         from litemq.config import BrokerConfig
         from litemq.security.tls import rpc_client_context
 
@@ -217,7 +220,8 @@ class LocalCluster:
                 node_listeners[i] = {name: client_ports[i] if k == 0 else distinct_free_port(taken)
                                      for k, name in enumerate(names)}
         self.brokers: dict[int, BrokerProcess] = {
-            i: BrokerProcess(self.base_dir / f"node-{i}", port=client_ports[i], overrides=overrides,
+            i: BrokerProcess(self.base_dir / f"node-{i}", port=client_ports[i],
+                             overrides={**(overrides or {}), **(node_overrides or {}).get(i, {})},
                              log_path=self.base_dir / f"node-{i}" / "broker.log",
                              extra_args=cluster_args(i, self.rpc_ports), listeners=node_listeners[i],
                              http_port=0 if http else None)

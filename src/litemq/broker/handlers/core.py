@@ -171,7 +171,7 @@ def _metadata_body(ctx, req, topics_out: list[dict]) -> dict:
             ctx, ResourceType.TOPIC, t["name"], want_topic_ops and t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": n, "host": h, "port": p, "rack": None}
+        "brokers": [{"node_id": n, "host": h, "port": p, "rack": runtime.rack_of(n)}
                     for n, h, p in runtime.brokers(ctx.connection.listener_name)],
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
@@ -209,7 +209,7 @@ def handle_describe_cluster(ctx, req) -> dict:
         "endpoint_type": 1,
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
-        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None}
+        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n)}
                     for n, h, p in runtime.brokers(ctx.connection.listener_name)],
         "cluster_authorized_operations": cluster_authorized_operations(ctx, req.include_cluster_authorized_operations),
     }

@@ -9,6 +9,16 @@ Fetch returns whole batches as :class:`~litemq.protocol.regions.FileRegion` part
 connection sends them with sendfile. A fetch that has fewer than ``min_bytes`` waits on the
 partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms``.
 
+Fetch from follower (KIP-392): a follower answers a consumer's Fetch v11+ (older versions get
+NOT_LEADER_OR_FOLLOWER, as from Kafka) with what it has up to the high watermark it knows (the
+last stable offset with read_committed), which may lag the leader's; an offset past its log end
+is OFFSET_OUT_OF_RANGE, and a consumer that gets it from a follower goes back to the leader. With
+``replica.selector.class`` = Kafka's RackAwareReplicaSelector a leader answers a consumer in
+another rack than its own with no records and ``preferred_read_replica`` = an in-sync follower in
+the consumer's rack (``rack_id``, the client's ``client.rack``), at once (no long poll), as
+Kafka's ``ReplicaManager`` does; :mod:`litemq.replica.selector` chooses. ListOffsets and
+OffsetForLeaderEpoch stay leader-only.
+
 Authorization (Kafka ``KafkaApis``): Fetch needs READ on each topic, ListOffsets and
 OffsetForLeaderEpoch need DESCRIBE; a refused topic's partitions answer
 TOPIC_AUTHORIZATION_FAILED (checked before existence).
@@ -17,10 +27,12 @@ TOPIC_AUTHORIZATION_FAILED (checked before existence).
 from __future__ import annotations
 
 from litemq import limits
+from litemq.config import RACK_AWARE_REPLICA_SELECTOR
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorized_names
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.regions import RecordsParts
+from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
 
 _EMPTY = b""
 
@@ -33,11 +45,35 @@ def _partition_error(index: int, code: int, p=None) -> dict:
             "aborted_transactions": None, "preferred_read_replica": -1, "records": _EMPTY}
 
 
-def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
-    """One pass over the requested partitions: (response topics, bytes, error seen, partitions).
-    Topics not in ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED."""
+def _preferred_replicas(runtime, req, v: int, listener_name: str | None):
+    """A function (partition, Kafka fetch offset) -> ``preferred_read_replica`` for this Fetch,
+    or None when no partition can have one: a request before v11 (no client metadata), or no
+    ``replica.selector.class`` on this broker. Followers are candidates only when they are
+    reachable on ``listener_name`` (the connection's listener), as Kafka's metadata cache says."""
+    if v < 11 or runtime.config.replica_selector_class != RACK_AWARE_REPLICA_SELECTOR or not req.rack_id:
+        return None
+    reachable: set[int] | None = None
+
+    def preferred(p, fetch_offset: int) -> int:
+        nonlocal reachable
+        ends = p.in_sync_follower_log_ends()
+        if not ends:
+            return NO_PREFERRED_REPLICA
+        if reachable is None:
+            reachable = {n for n, _, _ in runtime.brokers(listener_name)}
+        return rack_aware_preferred_replica(req.rack_id, runtime.config.node_id,
+                                            {n: end for n, end in ends.items() if n in reachable},
+                                            p.log_offset(fetch_offset), runtime.rack_of)
+    return preferred
+
+
+def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str], listener_name: str | None):
+    """One pass over the requested partitions: (response topics, bytes, answer now, partitions).
+    Topics not in ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED. "Answer
+    now" (no long poll): a partition erred or was sent to its preferred read replica."""
     meta = runtime.metadata
     read_committed = v >= 4 and req.isolation_level == 1
+    preferred_of = _preferred_replicas(runtime, req, v, listener_name)
     remaining = max_bytes
     total = 0
     error_seen = False
@@ -65,7 +101,7 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
                 parts_out.append(_partition_error(idx, code))
                 error_seen = True
                 continue
-            if not p.is_leader:
+            if not p.is_leader and not (v >= 11 and p.is_follower):  # KIP-392: v11+ may read a follower
                 parts_out.append(_partition_error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 error_seen = True
                 continue
@@ -83,6 +119,12 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str]):
             visible = lso if read_committed else hw
             if not p.kafka_log_start_offset <= fp.fetch_offset <= p.kafka_log_end_offset:
                 parts_out.append(_partition_error(idx, ErrorCode.OFFSET_OUT_OF_RANGE, p))
+                error_seen = True
+                continue
+            if preferred_of is not None and p.is_leader and \
+                    (preferred := preferred_of(p, fp.fetch_offset)) != NO_PREFERRED_REPLICA:
+                # Kafka skips the read and answers at once: the consumer goes to that replica
+                parts_out.append(dict(_partition_error(idx, ErrorCode.NONE, p), preferred_read_replica=preferred))
                 error_seen = True
                 continue
             offset = p.log_offset(fp.fetch_offset)
@@ -132,20 +174,21 @@ def handle_fetch(ctx, req):
     names = [t.topic for t in req.topics] if v < 13 else [
         info.name for t in req.topics if (info := meta.topic_by_id(t.topic_id)) is not None]
     readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
-    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
+    listener_name = ctx.connection.listener_name
+    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable, listener_name)
     max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
     if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
         return _body(runtime, topics_out)
-    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable)
+    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable, listener_name)
 
 
-async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable):
+async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable, listener_name):
     loop = runtime.loop
     deadline = loop.time() + max_wait_ms / 1000
     while True:
         futures = [p.waiter(p.high_watermark + 1) for p in watched]
         await runtime.replicas.wait_any(futures, deadline - loop.time())
-        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable)
+        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable, listener_name)
         if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
             return _body(runtime, topics_out)
 

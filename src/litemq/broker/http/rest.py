@@ -193,7 +193,7 @@ class RestApi:
         url = f"{self._cluster_url(request)}/brokers/{b['broker_id']}"
         return {"kind": "KafkaBroker", "metadata": {"self": url, "resource_name": self._crn(f"broker={b['broker_id']}")},
                 "cluster_id": self.cluster_id, "broker_id": b["broker_id"], "host": b["host"], "port": b["port"],
-                "rack": None, "configs": {"related": f"{url}/configs"},
+                "rack": b.get("rack"), "configs": {"related": f"{url}/configs"},
                 "partition_replicas": {"related": f"{url}/partition-replicas"}}
 
     def _topic(self, request: web.Request, info) -> dict:

@@ -57,5 +57,8 @@ class HttpRuntime(Protocol):
         """This broker's advertised (host, port) on ``listener_name`` (the first when None); KeyError
         when it has no such listener."""
 
+    def rack_of(self, node_id: int) -> str | None:
+        """The ``broker.rack`` of broker ``node_id`` (None: none, or unknown)."""
+
     def registered_broker_ids(self) -> list[int]:
         """Node ids of the cluster's registered brokers (live or not), sorted; ``[node_id]`` alone."""

@@ -88,16 +88,18 @@ async def find_leader(runtime: "HttpRuntime", topic: str, index: int) -> int:
 
 def brokers(runtime: "HttpRuntime") -> list[dict]:
     """Every registered broker: ``broker_id``, ``host``, ``port`` (first advertised listener),
-    ``live``, ``controller`` (the metadata leader)."""
+    ``live``, ``controller`` (the metadata leader), ``rack`` (``broker.rack`` or None)."""
     controller = runtime.controller_id()
     if runtime.cluster is None:
         host, port = runtime.advertised()
-        return [{"broker_id": runtime.config.node_id, "host": host, "port": port, "live": True, "controller": True}]
+        return [{"broker_id": runtime.config.node_id, "host": host, "port": port, "live": True, "controller": True,
+                 "rack": runtime.config.broker_rack}]
     live = {n for n, _, _ in runtime.brokers()}
     out = []
     for nid in runtime.registered_broker_ids():
         b = runtime.metadata.brokers[nid]
-        out.append({"broker_id": nid, "host": b.host, "port": b.port, "live": nid in live, "controller": nid == controller})
+        out.append({"broker_id": nid, "host": b.host, "port": b.port, "live": nid in live, "controller": nid == controller,
+                    "rack": runtime.rack_of(nid)})
     return out
 
 
