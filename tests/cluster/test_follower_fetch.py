@@ -26,7 +26,7 @@ import time
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from litemq.config import RACK_AWARE_REPLICA_SELECTOR
 from litemq.protocol.errors import ErrorCode
@@ -123,6 +123,12 @@ def test_brokers_register_their_racks(cluster):
         return True
 
     wait_for(racks_everywhere, 20, "Metadata, DescribeCluster and status of every broker show racks a, b, c")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for node, want_selector in ((1, None), (3, RACK_AWARE_REPLICA_SELECTOR)):  # read-only broker configs
+        res = ConfigResource("broker", str(node))
+        entries = admin.describe_configs([res])[res].result(30)
+        assert (entries["broker.rack"].value, entries["broker.rack"].is_read_only) == (RACKS[node], True)
+        assert entries["replica.selector.class"].value == want_selector
 
 
 # ---------------------------------------------------------------------------- on the wire

@@ -1,0 +1,70 @@
+"""Racks and the rack-aware replica selector (KIP-392) without a cluster: the selection rules,
+``rack`` in the metadata image and its snapshots, the two settings, and a single broker
+reporting its ``broker.rack``. The cluster behaviour is in test_follower_fetch.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from litemq.cluster.image import MetadataImage
+from litemq.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig
+from litemq.limits import MAX_RACK_ID_CHARS
+from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
+from litemq.testing.process import BrokerProcess
+from litemq.testing.wire import WireClient
+
+RACKS = {1: "a", 2: "b", 3: "c", 4: "c", 5: None}
+
+
+def _pick(client_rack, ends, leader=1, fetch_offset=10):
+    return rack_aware_preferred_replica(client_rack, leader, ends, fetch_offset, RACKS.get)
+
+
+def test_rack_aware_selection_follows_kafkas_rules():
+    ends = {2: 20, 3: 20}
+    assert _pick("b", ends) == 2  # the follower in the client's rack
+    assert _pick("a", ends) == NO_PREFERRED_REPLICA  # the client is in the leader's rack
+    assert _pick("", ends) == NO_PREFERRED_REPLICA and _pick(None, ends) == NO_PREFERRED_REPLICA  # no client.rack
+    assert _pick("z", ends) == NO_PREFERRED_REPLICA  # no replica in the client's rack
+    assert _pick("b", {2: 9, 3: 20}) == NO_PREFERRED_REPLICA  # its log ends before the fetch offset
+    assert _pick("b", {2: 10}) == 2  # log end == fetch offset: it has what the client asks next
+    assert _pick("c", {3: 15, 4: 18}) == 4  # the most caught-up in the rack
+    assert _pick("c", {3: 18, 4: 18}) == 4  # a tie: the highest broker id
+    assert _pick("b", {}) == NO_PREFERRED_REPLICA  # no in-sync follower offered
+    assert _pick("a", {1: 50}, leader=2) == 1 and _pick("a", {1: 50}, leader=1) == NO_PREFERRED_REPLICA
+    assert _pick("x", {5: 50}) == NO_PREFERRED_REPLICA  # a broker without a rack matches none
+
+
+def test_register_broker_keeps_the_rack_through_snapshots():
+    img = MetadataImage()
+    img.apply({"type": "register_broker", "node_id": 1, "host": "h", "port": 1, "rack": "eu-1a"})
+    img.apply({"type": "register_broker", "node_id": 2, "host": "h", "port": 2})  # a broker without a rack
+    assert (img.brokers[1].rack, img.brokers[2].rack) == ("eu-1a", None)
+    again = MetadataImage.from_json(img.to_json())
+    assert (again.brokers[1].rack, again.brokers[2].rack) == ("eu-1a", None)
+    old = img.to_json()  # a snapshot written before racks: broker rows of 5 items
+    old["brokers"] = [row[:5] for row in old["brokers"]]
+    assert MetadataImage.from_json(old).brokers[1].rack is None
+    img.apply({"type": "register_broker", "node_id": 1, "host": "h", "port": 1, "rack": "eu-1b"})  # moved
+    assert img.brokers[1].rack == "eu-1b"
+
+
+def test_rack_settings_are_checked():
+    cfg = BrokerConfig.from_sources(overrides={"broker.rack": "r1", "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})
+    cfg.validate()
+    assert (cfg.broker_rack, cfg.replica_selector_class) == ("r1", RACK_AWARE_REPLICA_SELECTOR)
+    assert (BrokerConfig().broker_rack, BrokerConfig().replica_selector_class) == (None, None)  # Kafka's defaults
+    with pytest.raises(ValueError, match="replica.selector.class"):
+        BrokerConfig.from_sources(overrides={"replica.selector.class": "com.example.MySelector"}).validate()
+    with pytest.raises(ValueError, match="broker.rack"):
+        BrokerConfig.from_sources(overrides={"broker.rack": "r" * (MAX_RACK_ID_CHARS + 1)}).validate()
+
+
+def test_single_broker_reports_its_rack(tmp_path):
+    with BrokerProcess(tmp_path / "data", overrides={"broker.rack": "rack-1"}) as proc, \
+            WireClient("127.0.0.1", proc.port) as c:
+        md = c.request(3, 1, {"topics": []})
+        dc = c.request(60, 0, {"include_cluster_authorized_operations": False})
+        md0 = c.request(3, 0, {"topics": []})  # v0 has no rack field
+    assert [b.rack for b in md.brokers] == ["rack-1"] and [b.rack for b in dc.brokers] == ["rack-1"]
+    assert len(md0.brokers) == 1
