@@ -4,12 +4,17 @@ reporting its ``broker.rack``. The cluster behaviour is in test_follower_fetch.p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from litemq.cluster.image import MetadataImage
 from litemq.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig
 from litemq.limits import MAX_RACK_ID_CHARS
 from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
+from litemq.testing.cluster import free_base_port, wait_for
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient
 
@@ -68,3 +73,36 @@ def test_single_broker_reports_its_rack(tmp_path):
         md0 = c.request(3, 0, {"topics": []})  # v0 has no rack field
     assert [b.rack for b in md.brokers] == ["rack-1"] and [b.rack for b in dc.brokers] == ["rack-1"]
     assert len(md0.brokers) == 1
+
+
+def test_cli_cluster_start_racks_shown_by_status(tmp_path):
+    data_dir = tmp_path / "c"
+    base = free_base_port(3)
+    env = dict(os.environ, COLUMNS="200")
+
+    def litemq(*args):
+        return subprocess.run([sys.executable, "-m", "litemq.cli", *args], capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    r = litemq("cluster", "start", "-n", "3", "--racks", "a,b", "--data-dir", str(data_dir))
+    assert r.returncode != 0 and "--racks" in r.stderr, "one rack per node"
+    stopped = False
+    try:
+        r = litemq("cluster", "start", "-n", "3", "--base-port", str(base), "--http-base-port", "0",
+                   "--racks", "eu-a,eu-b,eu-c", "--data-dir", str(data_dir))
+        assert r.returncode == 0, r.stdout + r.stderr
+
+        def racks_shown():
+            lines = litemq("cluster", "status", "--data-dir", str(data_dir)).stdout.splitlines()
+            return all(any(f"127.0.0.1:{base + i}" in line and f"eu-{'abc'[i]}" in line for line in lines)
+                       for i in range(3))
+
+        wait_for(racks_shown, 30, "cluster status shows each broker's rack", interval_s=0.5)
+        r = litemq("cluster", "stop", "--data-dir", str(data_dir))
+        assert r.returncode == 0, r.stdout + r.stderr
+        stopped = True
+        r = litemq("cluster", "status", "--data-dir", str(data_dir))
+        assert "--racks eu-a,eu-b,eu-c" in r.stderr  # the command that starts the same cluster again
+    finally:
+        if not stopped:
+            litemq("cluster", "stop", "--data-dir", str(data_dir))

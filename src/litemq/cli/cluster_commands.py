@@ -104,6 +104,8 @@ def _start_command(data_dir: Path, state: dict) -> str:
     http_base = start.get("http_base_port", DEFAULT_HTTP_PORT)
     if http_base != DEFAULT_HTTP_PORT:
         args += ["--http-base-port", str(http_base)]
+    if start.get("racks"):
+        args += ["--racks", ",".join(start["racks"])]
     for k, v in (state.get("overrides") or {}).items():
         args += ["-o", f"{k}={v}"]
     return shlex.join(args)
@@ -170,13 +172,21 @@ def cluster() -> None:
               help="Broker setting for every node, e.g. -o broker.session.timeout.ms=2000 (repeatable).")
 @click.option("--http-base-port", type=click.IntRange(0, 65535 - 99), default=DEFAULT_HTTP_PORT, show_default=True,
               help="HTTP port (/metrics, web console, REST API) of node 1; node i uses BASE+i-1; 0 = none.")
+@click.option("--racks", default=None, metavar="R1,R2,...",
+              help="broker.rack of each node, in node id order (one per node), e.g. --racks a,b,c (KIP-392).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds to wait for a metadata leader with all brokers live.")
-def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) -> None:
+def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, timeout_s) -> None:
     """Start N brokers in the background and wait until the cluster is ready."""
     settings = parse_kv(overrides, "--override")
+    rack_list = [r.strip() for r in racks.split(",")] if racks is not None else []
+    if racks is not None and (len(rack_list) != n or not all(rack_list)):
+        raise CliError(f"--racks: give {n} non-empty rack names, one per node (got {racks!r})")
+    if rack_list and "broker.rack" in settings:
+        raise CliError("--racks and -o broker.rack exclude each other")
     try:
-        BrokerConfig.from_sources(overrides=settings)  # a bad -o fails here, not in N broker logs
+        for rack in rack_list or [None]:  # a bad -o (or rack) fails here, not in N broker logs
+            BrokerConfig.from_sources(overrides={**settings, **({"broker.rack": rack} if rack else {})}).validate()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     data_dir = data_dir.resolve()
@@ -213,6 +223,8 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) 
                 "--http-listen", f"{HOST}:{http_ports[i]}" if i in http_ports else settings.get("http.listen", "off")]
         for k, v in settings.items():
             args += ["-o", f"{k}={v}"]
+        if rack_list:
+            args += ["-o", f"broker.rack={rack_list[i - 1]}"]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # detached: survives this command and Ctrl-C
@@ -220,7 +232,8 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, timeout_s) 
                       "http_port": http_ports.get(i), "data_dir": str(node_dir), "log": str(log_path)})
     bootstrap = ",".join(f"{HOST}:{ports[i]}" for i in ids)
     _write_state(data_dir, {"nodes": nodes, "bootstrap_servers": bootstrap, "overrides": settings,
-                            "start": {"nodes": n, "base_port": base_port, "http_base_port": http_base_port},
+                            "start": {"nodes": n, "base_port": base_port, "http_base_port": http_base_port,
+                                      "racks": rack_list},
                             "started_at": time.time()})
     console.print(f"started {n} broker{'s' if n > 1 else ''} (logs in {data_dir}/node-<id>/broker.log); "
                   f"waiting for the cluster ...")
