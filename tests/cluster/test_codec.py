@@ -65,6 +65,7 @@ MESSAGES = [
     InstallSnapshot(1, 2, 9, Snapshot(offset=41, term=8, voters=frozenset({1, 2, 3}), data=b"image")),
     InstallSnapshot(1, 2, 9, Snapshot(offset=41, term=8, voters=frozenset(), data=b"")),
     InstallSnapshot(1, 2, 9, Snapshot(0, 1, frozenset(range(limits.RAFT_MAX_VOTERS)), memoryview(b"mv"))),
+    InstallSnapshot(1, 2, 9, Snapshot(41, 8, frozenset({1, 2, 3}), b"", frozenset({4, 7}))),
     TimeoutNow(1, 2, 10),
 ]
 
@@ -76,7 +77,7 @@ def _normalised(m):
         return Append(m.src, m.dst, m.term, m.prev_offset, m.prev_term, entries, m.commit_index)
     if isinstance(m, InstallSnapshot) and m.snapshot.data is not None:
         s = m.snapshot
-        return InstallSnapshot(m.src, m.dst, m.term, Snapshot(s.offset, s.term, s.voters, bytes(s.data)))
+        return InstallSnapshot(m.src, m.dst, m.term, Snapshot(s.offset, s.term, s.voters, bytes(s.data), s.learners))
     return m
 
 
@@ -281,8 +282,11 @@ def _one_entry(count: int, kind: int, size: int) -> bytes:
         (_one(SNAPSHOT + struct.pack(">qqi", 0, 0, 65) + bytes(4 * 65) + b"\xff" * 4), "voter count"),
         (_one(SNAPSHOT + struct.pack(">qqi", 0, 0, -2) + b"\xff" * 4), "voter count"),
         (_one(SNAPSHOT + struct.pack(">qqiii", 0, 0, 2, 1, 1) + b"\xff" * 4), "twice"),
-        (_one(SNAPSHOT + struct.pack(">qqii", 0, 0, -1, -5)), "data length"),
-        (_one(SNAPSHOT + struct.pack(">qqii", 0, 0, -1, 2**31 - 1)), "bytes"),
+        (_one(SNAPSHOT + struct.pack(">qqiii", 0, 0, -1, 0, -5)), "data length"),
+        (_one(SNAPSHOT + struct.pack(">qqiii", 0, 0, -1, 0, 2**31 - 1)), "bytes"),
+        (_one(SNAPSHOT + struct.pack(">qqiii", 0, 0, -1, 1, 4) + b"\xff" * 4), "learner count"),
+        (_one(SNAPSHOT + struct.pack(">qqi", 0, 0, 1) + struct.pack(">iii", 1, 1, 1) + b"\xff" * 4), "learner"),
+        (_one(SNAPSHOT + struct.pack(">qqi", 0, 0, 1) + struct.pack(">ii", 1, 65) + b"\xff" * 4), "learner count"),
         (_one(HEADER.pack(2, 1, 2, 3) + b"\x02\x00"), "bool"),
         (_one(HEADER.pack(6, 1, 2, 3), group=b"\xff\xfe"), "UTF-8"),
         (_one(HEADER.pack(6, 1, 2, 3), group=b""), "group id length"),

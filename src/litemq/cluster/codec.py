@@ -22,7 +22,7 @@ Frame (every frame on the connection)::
 Bodies::
 
     ==================== ===================================================================
-    FRAME_HELLO          u8 wire version (2), i32 node id (-1: a tool such as the CLI),
+    FRAME_HELLO          u8 wire version (3), i32 node id (-1: a tool such as the CLI),
                          u16 length + UTF-8 cluster id ("" from a tool)
     FRAME_RAFT           u32 message count, then per message: u16 length + UTF-8 group id,
                          then the message (below)
@@ -49,6 +49,7 @@ in declaration order::
     entries   u32 count, then per entry: i64 offset, i64 term, i32 count (>= 1),
               u8 EntryKind, u32 payload length + payload
     snapshot  i64 offset, i64 term, i32 voter count (-1: None) + i32 voter ids (sorted),
+              i32 learner count + i32 learner ids (sorted; 0 when voters are None),
               i32 data length (-1: None) + data
 
 Bools are u8 0 or 1. Entry payloads and snapshot data are emitted as parts of their own (never
@@ -105,8 +106,9 @@ __all__ = [
 
 FRAME_HELLO, FRAME_RAFT, FRAME_RPC_REQUEST, FRAME_RPC_RESPONSE = 1, 2, 3, 4
 
-WIRE_VERSION = 2
-"""Version byte of FRAME_HELLO; a peer speaking another version is refused."""
+WIRE_VERSION = 3
+"""Version byte of FRAME_HELLO; a peer speaking another version is refused (3: snapshots carry
+the learners of the configuration)."""
 
 
 class CodecError(ValueError):
@@ -355,12 +357,16 @@ def _encode_entries(out: _Parts, entries) -> None:
 def _encode_snapshot(out: _Parts, s: Snapshot) -> None:
     if s.voters is None:
         out.buf += _SNAPSHOT_HEAD.pack(s.offset, s.term, -1)
+        out.buf += _I32.pack(0)
     else:
         ids = sorted(s.voters)
-        if len(ids) > limits.RAFT_MAX_VOTERS:
-            raise CodecError(f"snapshot: {len(ids)} voters exceed limits.RAFT_MAX_VOTERS")
+        learners = sorted(s.learners)
+        if len(ids) > limits.RAFT_MAX_VOTERS or len(learners) > limits.RAFT_MAX_VOTERS:
+            raise CodecError(f"snapshot: {len(ids)} voters or {len(learners)} learners exceed limits.RAFT_MAX_VOTERS")
         out.buf += _SNAPSHOT_HEAD.pack(s.offset, s.term, len(ids))
         out.buf += struct.pack(f">{len(ids)}i", *ids)
+        out.buf += _I32.pack(len(learners))
+        out.buf += struct.pack(f">{len(learners)}i", *learners)
     if s.data is None:
         out.buf += _I32.pack(-1)
     else:
@@ -477,6 +483,12 @@ def _decode_snapshot(r: _Reader) -> Snapshot:
             raise CodecError("raft batch: snapshot lists a voter twice")
     else:
         raise CodecError(f"raft batch: snapshot voter count {nvoters} not in -1 .. limits.RAFT_MAX_VOTERS")
+    (nlearners,) = r.unpack(_I32, "snapshot learner count")
+    if not 0 <= nlearners <= (limits.RAFT_MAX_VOTERS if voters is not None else 0):
+        raise CodecError(f"raft batch: snapshot learner count {nlearners} not in 0 .. limits.RAFT_MAX_VOTERS")
+    learners = frozenset(struct.unpack(f">{nlearners}i", r.take(4 * nlearners, "snapshot learners")))
+    if len(learners) != nlearners or (voters and learners & voters):
+        raise CodecError("raft batch: snapshot lists a learner twice or as a voter too")
     (size,) = r.unpack(_I32, "snapshot data length")
     if size == -1:
         data = None
@@ -484,7 +496,7 @@ def _decode_snapshot(r: _Reader) -> Snapshot:
         raise CodecError(f"raft batch: snapshot data length {size}")
     else:
         data = bytes(r.take(size, "snapshot data"))
-    return Snapshot(offset, term, voters, data)
+    return Snapshot(offset, term, voters, data, learners)
 
 
 def _decode_message(r: _Reader, budget: list[int]):

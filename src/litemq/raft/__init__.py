@@ -24,19 +24,23 @@ from litemq.raft.messages import (
 from litemq.raft.node import RaftNode
 from litemq.raft.ready import Ready
 from litemq.raft.types import (
+    ConfState,
     Entry,
     EntryKind,
     HardState,
     Role,
     Snapshot,
     SoftState,
+    decode_config,
     decode_voters,
+    encode_config,
     encode_voters,
 )
 
 __all__ = [
     "Append",
     "AppendResponse",
+    "ConfState",
     "ConfigChangeInProgress",
     "Entry",
     "EntryKind",
@@ -61,6 +65,8 @@ __all__ = [
     "TimeoutNow",
     "VoteRequest",
     "VoteResponse",
+    "decode_config",
     "decode_voters",
+    "encode_config",
     "encode_voters",
 ]

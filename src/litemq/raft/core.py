@@ -20,7 +20,7 @@ from litemq.raft.membership import Membership
 from litemq.raft.messages import Message, TimeoutNow
 from litemq.raft.raft_log import UNLIMITED, RaftLog
 from litemq.raft.tracker import Progress, committed_offset
-from litemq.raft.types import Entry, EntryKind, HardState, Role
+from litemq.raft.types import ConfState, Entry, EntryKind, HardState, Role
 
 __all__ = ["Raft"]
 
@@ -28,11 +28,12 @@ __all__ = ["Raft"]
 class Raft:
     """One member of one group: state and shared transitions (see the module docstring).
 
-    ``voters`` is the voter set in effect at offset ``applied`` (what the caller's state
-    machine has applied; by default the log's snapshot offset, whose ``voters`` then win if
-    recorded). Config entries after ``applied`` are read back from the log. ``hard_state`` is
-    the last persisted :class:`HardState` (``None`` on first start). Raises ``ValueError`` for
-    too many voters, a persisted commit index beyond the log end (the caller lost acknowledged
+    ``voters`` and ``learners`` are the configuration in effect at offset ``applied`` (what
+    the caller's state machine has applied; by default the log's snapshot offset, whose
+    ``voters`` and ``learners`` then win if recorded). Config entries after ``applied`` are
+    read back from the log. ``hard_state`` is the last persisted :class:`HardState` (``None``
+    on first start). Raises ``ValueError`` for too many voters, a server both voter and
+    learner, a persisted commit index beyond the log end (the caller lost acknowledged
     entries) or ``applied`` outside ``[snapshot offset, commit index]``.
     """
 
@@ -45,6 +46,7 @@ class Raft:
         rng: random.Random | None = None,
         hard_state: HardState | None = None,
         applied: int | None = None,
+        learners: Iterable[int] = (),
     ) -> None:
         self.id = node_id
         self.config = config or RaftConfig()
@@ -52,13 +54,15 @@ class Raft:
         self.raft_log = raft_log = RaftLog(log)
         hs = hard_state or HardState()
         snap = log.snapshot()
-        voters = frozenset(voters)
+        voters, learners = frozenset(voters), frozenset(learners)
         if applied is None:
             applied = snap.offset
             if snap.voters is not None:
-                voters = snap.voters
-        if len(voters) > limits.RAFT_MAX_VOTERS:
-            raise ValueError("too many voters")
+                voters, learners = snap.voters, snap.learners
+        if len(voters) > limits.RAFT_MAX_VOTERS or len(learners) > limits.RAFT_MAX_VOTERS:
+            raise ValueError("too many voters or learners")
+        if voters & learners:
+            raise ValueError(f"{sorted(voters & learners)} both voter and learner")
         commit = max(hs.commit_index, snap.offset)
         if commit > raft_log.last_offset:
             raise ValueError(f"persisted commit index {commit} is beyond the log end {raft_log.end_offset}")
@@ -68,10 +72,12 @@ class Raft:
         self.voted_for = hs.voted_for
         self.commit_index = commit
         self.applied = applied
-        self.membership = Membership(applied, voters)
+        self.membership = Membership(applied, ConfState(voters, learners))
         if applied + 1 < raft_log.end_offset:
             self.membership.append(raft_log.entries(applied + 1, UNLIMITED, UNLIMITED))
-        self.voters: frozenset[int] = self.membership.voters
+        conf = self.membership.conf
+        self.voters: frozenset[int] = conf.voters
+        self.learners: frozenset[int] = conf.learners
 
         self.role = Role.FOLLOWER
         self.leader_id: int | None = None
@@ -83,7 +89,8 @@ class Raft:
         self.votes: dict[int, bool] = {}
         """(Pre-)candidate: the answers received, by voter (True: granted)."""
         self.progress: dict[int, Progress] = {}
-        """Leader: every voter's progress, its own included (etcd ``trk.Progress``)."""
+        """Leader: every voter's and learner's progress, its own included (etcd
+        ``trk.Progress``); only voters count in quorums."""
         self.lead_transferee: int | None = None
         self.pending_config_offset = -1
         """Leader: offset of its no-op or last config change; no new change before it commits."""
@@ -96,7 +103,7 @@ class Raft:
 
     # ------------------------------------------------------------------ transitions
     def promotable(self) -> bool:
-        """May campaign: a voter with no snapshot pending."""
+        """May campaign: a voter (never a learner) with no snapshot pending."""
         return self.id in self.voters and self.raft_log.unstable.snapshot is None
 
     def reset(self, term: int) -> None:
@@ -137,7 +144,7 @@ class Raft:
         self.role = Role.LEADER
         self.leader_id = self.id
         end = self.raft_log.end_offset
-        for v in self.voters | {self.id}:
+        for v in self.voters | self.learners | {self.id}:
             self.progress[v] = Progress(end)
         self.progress[self.id].match = self.raft_log.persisted_last()
         for pr in self.progress.values():
@@ -166,21 +173,24 @@ class Raft:
         config entries among them at once (thesis §4.1)."""
         self.raft_log.append(entries)
         if self.membership.append(entries):
-            self.set_voters(self.membership.voters)
+            self.set_conf(self.membership.conf)
 
-    def set_voters(self, voters: frozenset[int]) -> None:
-        """A new voter set is in effect; a leader tracks the new voters (and forgets removed
-        ones), aborts a transfer to a removed one and re-counts its quorum."""
-        self.voters = voters
+    def set_conf(self, conf: ConfState) -> None:
+        """A new configuration is in effect; a leader tracks the new voters and learners (and
+        forgets removed ones; a promoted learner keeps its progress), aborts a transfer to a
+        server that is no longer a voter and re-counts its quorum."""
+        voters = self.voters = conf.voters
+        self.learners = conf.learners
         if self.role is not Role.LEADER:
             return
         end = self.raft_log.end_offset
-        for v in voters:
+        members = conf.members
+        for v in members:
             if v not in self.progress:
                 pr = self.progress[v] = Progress(end)
                 pr.recent_active = True
         for v in list(self.progress):
-            if v not in voters and v != self.id:
+            if v not in members and v != self.id:
                 del self.progress[v]
         if self.lead_transferee is not None and self.lead_transferee not in voters:
             self.lead_transferee = None
@@ -200,7 +210,8 @@ class Raft:
         m = committed_offset(self.progress, voters)
         if m > self.commit_index and self.raft_log.term_at(m) == self.term:
             self.commit_to(m)
-            self.bcast_commit = True
+            if self.config.eager_commit_broadcast:
+                self.bcast_commit = True
             if self.id not in self.voters and self.commit_index >= self.membership.offset:
                 self.step_down_after_removal()
 

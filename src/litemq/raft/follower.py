@@ -11,7 +11,7 @@ from typing import Sequence
 from litemq.raft.core import Raft
 from litemq.raft.election import hup
 from litemq.raft.messages import Append, AppendResponse, Heartbeat, HeartbeatResponse, InstallSnapshot, Message, TimeoutNow
-from litemq.raft.types import Entry
+from litemq.raft.types import ConfState, Entry
 
 __all__ = ["entries_span_ok", "handle_append", "handle_snapshot", "step_follower"]
 
@@ -94,7 +94,7 @@ def handle_snapshot(r: Raft, m: InstallSnapshot) -> None:
     else:
         r.raft_log.install_snapshot(snap)
         r.commit_index = snap.offset
-        voters = snap.voters if snap.voters is not None else r.voters
-        r.membership.restore(snap.offset, voters)
-        r.voters = voters
+        conf = ConfState(snap.voters, snap.learners) if snap.voters is not None else r.membership.conf
+        r.membership.restore(snap.offset, conf)
+        r.voters, r.learners = conf.voters, conf.learners
     r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=snap.offset))

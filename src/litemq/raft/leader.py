@@ -11,9 +11,10 @@ from typing import Any
 from litemq.raft.core import Raft
 from litemq.raft.errors import ConfigChangeInProgress, NotLeader, ProposalDropped
 from litemq.raft.messages import Append, AppendResponse, Heartbeat, HeartbeatResponse, InstallSnapshot, Message, TimeoutNow
+from litemq.raft.membership import check_single_change
 from litemq.raft.raft_log import UNLIMITED
 from litemq.raft.tracker import PROBE, REPLICATE, SNAPSHOT, Progress, quorum_active
-from litemq.raft.types import Entry, EntryKind, Role, encode_voters
+from litemq.raft.types import ConfState, Entry, EntryKind, Role, encode_config
 
 __all__ = [
     "flush_broadcast",
@@ -165,18 +166,22 @@ def propose(r: Raft, payload: Any, count: int, kind: EntryKind) -> Entry:
     return e
 
 
-def propose_config(r: Raft, voters: frozenset[int]) -> Entry:
-    """Append a ``CONFIG`` entry for the whole new voter set; raises
-    :class:`ConfigChangeInProgress` until the previous change and the leader's no-op are
-    committed (thesis §4.1 and the 2015 raft-dev erratum)."""
+def propose_config(r: Raft, conf: ConfState) -> Entry:
+    """Append a ``CONFIG`` entry for the whole new configuration ``conf`` (voters and
+    learners). Raises ``ValueError`` unless it changes the role of exactly one server
+    (:func:`~litemq.raft.membership.check_single_change`), :class:`NotLeader`,
+    :class:`ProposalDropped` during a leadership transfer, and
+    :class:`ConfigChangeInProgress` until the previous change and an entry of the leader's
+    term are committed (thesis §4.1 and the 2015 raft-dev erratum)."""
     if r.role is not Role.LEADER:
         raise NotLeader(r.leader_id)
+    check_single_change(r.membership.conf, conf)
     if r.raft_log.end_offset <= r.pending_config_offset and r.lead_transferee is None:
         r.append_noop()  # a leader that skipped its no-op (noop_only_when_needed) needs one now
         raise ConfigChangeInProgress("a new leader first commits an entry of its term")
     if r.commit_index < r.pending_config_offset or r.membership.uncommitted(r.commit_index):
         raise ConfigChangeInProgress("the previous configuration change is not committed yet")
-    e = propose(r, encode_voters(voters), 1, EntryKind.CONFIG)
+    e = propose(r, encode_config(conf.voters, conf.learners), 1, EntryKind.CONFIG)
     r.pending_config_offset = e.offset
     return e
 

@@ -3,8 +3,9 @@
 :class:`RaftNode` is pure: no I/O, no clock (time advances only through :meth:`RaftNode.tick`),
 no threads, and no randomness except the seeded ``random.Random`` it is given. Inputs are
 :meth:`~RaftNode.tick`, :meth:`~RaftNode.step` (a received message), :meth:`~RaftNode.propose`,
-:meth:`~RaftNode.propose_add_voter` / :meth:`~RaftNode.propose_remove_voter` and
-:meth:`~RaftNode.transfer_leadership`. Outputs are collected in a :class:`Ready`, which the
+:meth:`~RaftNode.propose_config` (and its shorthands ``propose_add_learner``,
+``propose_promote_learner``, ``propose_add_voter``, ``propose_remove_voter``,
+``propose_remove_learner``) and :meth:`~RaftNode.transfer_leadership`. Outputs are collected in a :class:`Ready`, which the
 caller handles **in this order** and then acknowledges with :meth:`~RaftNode.advance`:
 
 1. ``snapshot``: if set, discard the whole log and start afresh after it (restore the state
@@ -51,7 +52,10 @@ Protocol features and where they come from (Ongaro & Ousterhout 2014 = "paper", 
   it is appended (and is undone if truncated); a new change is refused until the previous one
   is committed and the leader has committed an entry of its own term (thesis §4.1, the fix
   published on raft-dev in 2015); a leader that removed itself steps down once the change is
-  committed (thesis §4.2.2).
+  committed (thesis §4.2.2);
+- learners (thesis §4.2.1, etcd): members that receive the log (appends, snapshots, a
+  progress on the leader) but never count in commit or election quorums and never campaign;
+  a new server joins as a learner, catches up, and is promoted by a ``CONFIG`` change.
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ from litemq.raft.errors import ConfigChangeInProgress, NotLeader, ProposalDroppe
 from litemq.raft.log import LogView
 from litemq.raft.raft_log import UNLIMITED
 from litemq.raft.ready import Ready
-from litemq.raft.types import Entry, EntryKind, HardState, Role, SoftState
+from litemq.raft.types import ConfState, Entry, EntryKind, HardState, Role, SoftState
 
 __all__ = [
     "ConfigChangeInProgress",
@@ -85,11 +89,11 @@ __all__ = [
 class RaftNode(Raft):
     """One member of one Raft group. See the module docstring for the contract.
 
-    ``voters`` is the voter set in effect at offset ``applied`` (what the caller's state
-    machine has applied; by default the log's snapshot offset, whose ``voters`` then win if
-    recorded). Config entries after ``applied`` are read back from the log on start.
-    ``hard_state`` is the last persisted :class:`HardState` (``None`` on first start).
-    Raises ``ValueError`` as :class:`~litemq.raft.core.Raft` does.
+    ``voters`` and ``learners`` are the configuration in effect at offset ``applied`` (what
+    the caller's state machine has applied; by default the log's snapshot offset, whose
+    ``voters`` and ``learners`` then win if recorded). Config entries after ``applied`` are
+    read back from the log on start. ``hard_state`` is the last persisted :class:`HardState`
+    (``None`` on first start). Raises ``ValueError`` as :class:`~litemq.raft.core.Raft` does.
     """
 
     def __init__(
@@ -101,8 +105,9 @@ class RaftNode(Raft):
         rng: random.Random | None = None,
         hard_state: HardState | None = None,
         applied: int | None = None,
+        learners: Iterable[int] = (),
     ) -> None:
-        super().__init__(node_id, voters, log, config, rng, hard_state, applied)
+        super().__init__(node_id, voters, log, config, rng, hard_state, applied, learners)
         self._persisted_hs = hard_state or HardState()
         self._outstanding: Ready | None = None
         self._prev_soft: SoftState | None = None
@@ -135,7 +140,7 @@ class RaftNode(Raft):
 
     @property
     def soft_state(self) -> SoftState:
-        return SoftState(self.role, self.leader_id, self.voters)
+        return SoftState(self.role, self.leader_id, self.voters, self.learners)
 
     @property
     def hard_state(self) -> HardState:
@@ -146,8 +151,38 @@ class RaftNode(Raft):
         return self.lead_transferee
 
     def match_offsets(self) -> dict[int, int]:
-        """Leader only: last offset known replicated on each voter (replica lag reporting)."""
+        """Leader only: last offset known replicated on each voter and learner (replica lag
+        reporting); empty elsewhere."""
         return {v: pr.match for v, pr in self.progress.items()}
+
+    def match_offset(self, member: int) -> int | None:
+        """Leader only: last offset known replicated on voter or learner ``member`` (-1: none
+        yet); ``None`` when this node is not the leader or ``member`` is not a member."""
+        pr = self.progress.get(member) if self.role is Role.LEADER else None
+        return None if pr is None else pr.match
+
+    @property
+    def conf_state(self) -> ConfState:
+        """The configuration in effect (the latest in the log, committed or not, thesis §4.1)."""
+        return ConfState(self.voters, self.learners)
+
+    def conf_state_at(self, offset: int) -> ConfState | None:
+        """Configuration in effect at ``offset``, or ``None`` if that is older than what the
+        node tracks (the latest config at or below its commit index)."""
+        return self.membership.conf_at(offset)
+
+    @property
+    def committed_conf_state(self) -> tuple[int, ConfState]:
+        """``(offset, configuration)`` of the latest configuration at or below the commit
+        index (its ``CONFIG`` entry's offset, or the snapshot / restart point)."""
+        return self.membership.base
+
+    def config_change_pending(self) -> bool:
+        """A ``CONFIG`` entry in the log is not committed yet (on any node), or, on a leader,
+        the previous change or its own first entry has not committed yet."""
+        if self.membership.uncommitted(self.commit_index):
+            return True
+        return self.role is Role.LEADER and self.commit_index < self.pending_config_offset
 
     def voters_at(self, offset: int) -> frozenset[int] | None:
         """Voter set in effect at ``offset`` (config entries up to it applied), or ``None`` if
@@ -183,21 +218,58 @@ class RaftNode(Raft):
             raise ValueError("count must be >= 1")
         return leader.propose(self, payload, count, EntryKind.DATA)
 
+    def propose_config(self, voters: Iterable[int], learners: Iterable[int] = ()) -> Entry:
+        """Propose the whole new configuration (thesis §4.1, §4.2.1): exactly one server may
+        change its role (none / learner / voter) per change, e.g. add a learner, promote a
+        learner to voter, remove a voter or a learner. It takes effect on each server as soon
+        as appended (a new voter counts in quorums at once, hence: add it as a learner first,
+        let it catch up, then promote it). Returns the ``CONFIG`` entry; it is in effect for
+        good once :attr:`commit_index` reaches its offset with its term still there.
+
+        Raises ``ValueError`` (not a single-server change, no voter left, a server both voter
+        and learner, too many), :class:`NotLeader`, :class:`ProposalDropped` (a leadership
+        transfer is in progress) or :class:`ConfigChangeInProgress` (the previous change, or
+        the leader's first entry of its term, is not committed yet: retry later; a leader that
+        skipped its no-op appends it now)."""
+        return leader.propose_config(self, ConfState(frozenset(voters), frozenset(learners)))
+
+    def propose_add_learner(self, node: int) -> Entry:
+        """Propose adding ``node`` (not a member) as a learner (:meth:`propose_config`)."""
+        if node in self.voters or node in self.learners:
+            raise ValueError(f"{node} is already a member")
+        return self.propose_config(self.voters, self.learners | {node})
+
+    def propose_promote_learner(self, node: int) -> Entry:
+        """Propose making learner ``node`` a voter (:meth:`propose_config`). Promote it once
+        caught up (:meth:`match_offset` near :attr:`last_offset`), or commits stall while it
+        catches up."""
+        if node not in self.learners:
+            raise ValueError(f"{node} is not a learner")
+        return self.propose_config(self.voters | {node}, self.learners - {node})
+
+    def propose_remove_learner(self, node: int) -> Entry:
+        """Propose removing learner ``node`` (:meth:`propose_config`)."""
+        if node not in self.learners:
+            raise ValueError(f"{node} is not a learner")
+        return self.propose_config(self.voters, self.learners - {node})
+
     def propose_add_voter(self, voter: int) -> Entry:
-        """Propose adding one voter (thesis §4.1). It counts in quorums as soon as appended."""
+        """Propose adding one voter directly (thesis §4.1). It counts in quorums as soon as
+        appended: prefer :meth:`propose_add_learner` then :meth:`propose_promote_learner`."""
         if voter in self.voters:
             raise ValueError(f"{voter} is already a voter")
         if len(self.voters) >= limits.RAFT_MAX_VOTERS:
             raise ValueError("too many voters")
-        return leader.propose_config(self, self.voters | {voter})
+        return self.propose_config(self.voters | {voter}, self.learners - {voter})
 
     def propose_remove_voter(self, voter: int) -> Entry:
-        """Propose removing one voter (possibly the leader itself, thesis §4.2.2)."""
+        """Propose removing one voter (possibly the leader itself, thesis §4.2.2: it keeps
+        leading until the change commits, then steps down and hands over with TimeoutNow)."""
         if voter not in self.voters:
             raise ValueError(f"{voter} is not a voter")
         if len(self.voters) == 1:
             raise ValueError("cannot remove the last voter")
-        return leader.propose_config(self, self.voters - {voter})
+        return self.propose_config(self.voters - {voter}, self.learners)
 
     def transfer_leadership(self, to: int) -> None:
         """Hand leadership to voter ``to`` (thesis §3.10): stop accepting proposals, bring it
@@ -227,7 +299,8 @@ class RaftNode(Raft):
         if hs.term != self.term or hs.voted_for != self.voted_for or hs.commit_index != self.commit_index:
             return True
         soft = self._prev_soft
-        if soft is None or soft.role is not self.role or soft.leader_id != self.leader_id or soft.voters != self.voters:
+        if (soft is None or soft.role is not self.role or soft.leader_id != self.leader_id
+                or soft.voters != self.voters or soft.learners != self.learners):
             return True
         return self.applied < self.commit_index and self.config.apply_entries
 

@@ -11,7 +11,10 @@ Vocabulary (Ongaro & Ousterhout 2014 §5; Kafka names in brackets):
 - *log end offset* [LEO] is the offset the next entry will get (last offset + 1).
 - *log start offset* is the first offset still held; everything below it is summarised by a
   :class:`Snapshot` (for a partition group: "start afresh at log start offset").
-- *voter*: a member of the group's configuration (§4.1: single-server changes).
+- *voter*: a member of the group's configuration that counts in commit and election quorums
+  (§4.1: single-server changes); *learner*: a member that receives the log but never counts in
+  a quorum nor campaigns (thesis §4.2.1 "catching up new servers", etcd's learners). A
+  *configuration* (:class:`ConfState`) is both sets.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from typing import Any
 from litemq import limits
 
 __all__ = [
+    "ConfState",
     "Entry",
     "EntryKind",
     "HardState",
     "Role",
     "Snapshot",
     "SoftState",
+    "decode_config",
     "decode_voters",
+    "encode_config",
     "encode_voters",
 ]
 
@@ -44,8 +50,9 @@ class EntryKind(enum.IntEnum):
     """No-op appended by every new leader (paper §5.4.2 and §8, thesis §6.4): lets it commit
     earlier terms. The broker stores it as a Kafka control batch, which consumers skip."""
     CONFIG = 2
-    """Voter set change (thesis §4.1). Payload: :func:`encode_voters` of the *whole* new set.
-    Takes effect on every server as soon as it is in its log (appended), not when committed."""
+    """Configuration change (thesis §4.1). Payload: :func:`encode_config` of the *whole* new
+    configuration (voters and learners). Takes effect on every server as soon as it is in its
+    log (appended), not when committed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +94,40 @@ class HardState:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfState:
+    """A configuration (etcd ``raftpb.ConfState``): ``voters`` count in commit and election
+    quorums; ``learners`` (disjoint from them) receive the log, never count, never campaign.
+    A learner becomes a voter only through a ``CONFIG`` entry (promotion)."""
+
+    voters: frozenset[int] = frozenset()
+    learners: frozenset[int] = frozenset()
+
+    @property
+    def members(self) -> frozenset[int]:
+        """Voters and learners: every server the leader replicates to."""
+        return self.voters | self.learners
+
+    def role_of(self, node: int) -> str | None:
+        """``"voter"``, ``"learner"`` or ``None`` (not a member)."""
+        if node in self.voters:
+            return "voter"
+        return "learner" if node in self.learners else None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything up to and including ``offset`` (written in ``term``), with the voter set in
-    effect at ``offset``. ``data`` is opaque: the metadata image for the metadata group, and
-    for a partition group the count of Raft-internal offsets below the log start (the
-    broker's), where installing it means "discard the whole log and start afresh at offset + 1" (Kafka: follower fetch offset below the leader's log start offset)."""
+    """Everything up to and including ``offset`` (written in ``term``), with the configuration
+    in effect at ``offset`` (``voters``, ``learners``). ``data`` is opaque: the metadata image
+    for the metadata group, and for a partition group the count of Raft-internal offsets below
+    the log start (the broker's), where installing it means "discard the whole log and start
+    afresh at offset + 1" (Kafka: follower fetch offset below the leader's log start offset)."""
 
     offset: int = -1
     term: int = 0
     voters: frozenset[int] | None = None
+    """``None``: never recorded (then ``learners`` is ignored too)."""
     data: Any = None
+    learners: frozenset[int] = frozenset()
 
 
 class Role(enum.Enum):
@@ -114,22 +145,61 @@ class SoftState:
     role: Role
     leader_id: int | None
     voters: frozenset[int]
+    learners: frozenset[int] = frozenset()
 
 
 _COUNT = struct.Struct(">I")
 
 
-def encode_voters(voters) -> bytes:
-    """Payload of a ``CONFIG`` entry: big-endian count, then each voter id as int32."""
-    ids = sorted(set(voters))
+def _pack_ids(ids) -> bytes:
+    ids = sorted(set(ids))
     return _COUNT.pack(len(ids)) + struct.pack(f">{len(ids)}i", *ids)
 
 
-def decode_voters(payload: bytes) -> frozenset[int]:
+def encode_config(voters, learners=()) -> bytes:
+    """Payload of a ``CONFIG`` entry: big-endian u32 count, then each voter id as int32; then,
+    only if there are learners, u32 count and each learner id as int32. A configuration without
+    learners encodes exactly as the voters-only payload of earlier versions."""
+    out = _pack_ids(voters)
+    learners = set(learners)
+    return out + _pack_ids(learners) if learners else out
+
+
+def encode_voters(voters) -> bytes:
+    """:func:`encode_config` without learners (the voters-only payload)."""
+    return _pack_ids(voters)
+
+
+def _unpack_ids(payload: bytes, pos: int, what: str) -> tuple[frozenset[int], int]:
+    if len(payload) < pos + 4:
+        raise ValueError(f"config entry payload too short for its {what}")
+    (n,) = _COUNT.unpack_from(payload, pos)
+    if n > limits.RAFT_MAX_VOTERS or len(payload) < pos + 4 + 4 * n:
+        raise ValueError(f"bad config entry payload ({n} {what})")
+    ids = frozenset(struct.unpack_from(f">{n}i", payload, pos + 4))
+    if len(ids) != n:
+        raise ValueError(f"config entry payload lists one of its {what} twice")
+    return ids, pos + 4 + 4 * n
+
+
+def decode_config(payload) -> ConfState:
+    """Inverse of :func:`encode_config` (also reads the voters-only payload). Raises
+    ``ValueError`` for a malformed payload: truncated or trailing bytes, more than
+    ``limits.RAFT_MAX_VOTERS`` voters or learners, an id listed twice or in both sets."""
     payload = bytes(payload)
-    if len(payload) < 4:
-        raise ValueError("config entry payload too short")
-    (n,) = _COUNT.unpack_from(payload)
-    if n > limits.RAFT_MAX_VOTERS or len(payload) != 4 + 4 * n:
-        raise ValueError("bad config entry payload")
-    return frozenset(struct.unpack_from(f">{n}i", payload, 4))
+    voters, pos = _unpack_ids(payload, 0, "voters")
+    learners: frozenset[int] = frozenset()
+    if pos < len(payload):
+        learners, pos = _unpack_ids(payload, pos, "learners")
+        if not learners:
+            raise ValueError("config entry payload with an empty learner list")
+    if pos != len(payload):
+        raise ValueError("bad config entry payload (trailing bytes)")
+    if voters & learners:
+        raise ValueError(f"config entry names {sorted(voters & learners)} as voter and learner")
+    return ConfState(voters, learners)
+
+
+def decode_voters(payload: bytes) -> frozenset[int]:
+    """The voters of a ``CONFIG`` payload (:func:`decode_config`)."""
+    return decode_config(payload).voters
