@@ -188,7 +188,10 @@ def test_records_of_a_sigkilled_consumer_return_to_another_member(broker):
 
 
 def test_broker_sigkill_keeps_accepted_records_done_and_loses_no_unacknowledged_one(tmp_path):
-    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    # The killed holder stays a member after the restart (membership is durable) until its
+    # session times out; a short session timeout lets the new member get both partitions soon.
+    b = BrokerProcess(tmp_path / "data", overrides=dict(OVERRIDES, **{"group.share.session.timeout.ms": "4000"})
+                      ).start()
     try:
         bs = b.bootstrap_servers
         create_topic(bs, "queue-crash", 2)

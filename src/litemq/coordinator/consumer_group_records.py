@@ -41,14 +41,17 @@ CG_TARGET_METADATA = 6
 CG_TARGET_MEMBER = 7
 CG_CURRENT_ASSIGNMENT = 8
 CONSUMER_GROUP_KEY_TYPES = frozenset({3, 4, 5, 6, 7, 8})
-_WITH_MEMBER = frozenset({CG_MEMBER_METADATA, CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT})
+SHARE_GROUP_KEY_TYPES = frozenset(range(9, 16))
+"""KIP-932 share-group records (9..15, Kafka 4.1; encoded in
+:mod:`litemq.coordinator.share_group_records`): same key layout, group [+ member]."""
+_WITH_MEMBER = frozenset({CG_MEMBER_METADATA, CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT, 10, 13, 14})
 
 TopicIdPartitions = dict[uuid.UUID, list[int]]
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupKey:
-    """A consumer-group record key: ``kind`` is the record type (3..8)."""
+    """A consumer-group (3..8) or share-group (9..15) record key: ``kind`` is the record type."""
 
     kind: int
     group: str
@@ -65,10 +68,11 @@ def encode_cg_key(kind: int, group: str, member: str | None = None) -> bytes:
 
 def decode_any_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
     """Any ``__consumer_offsets`` key LiteMQ knows: :func:`~litemq.coordinator.records.decode_key`'s
-    classic keys, or a consumer-group key (types 3..8). Raises FormatError otherwise."""
+    classic keys, or a consumer-group (types 3..8) or share-group (9..15) key. Raises FormatError
+    otherwise."""
     r = _Reader(key)
     kind = r.i16()
-    if kind not in CONSUMER_GROUP_KEY_TYPES:
+    if kind not in CONSUMER_GROUP_KEY_TYPES and kind not in SHARE_GROUP_KEY_TYPES:
         return decode_key(key)
     group = r.str()
     return ConsumerGroupKey(kind, group, r.str() if kind in _WITH_MEMBER else None)
@@ -110,6 +114,9 @@ class _Flex:
 
     def i32(self) -> int:
         return self._fixed(_I32)
+
+    def i64(self) -> int:
+        return self._fixed(_I64)
 
     def _call(self, fn, *args):
         try:
@@ -197,15 +204,22 @@ class StoredConsumerMember:
     server_assignor: str | None
 
 
+def write_member_client(out: bytearray, rack_id: str | None, client_id: str, client_host: str,
+                        subscribed_topic_names: list[str]) -> None:
+    """RackId?, ClientId, ClientHost, SubscribedTopicNames: the fields a consumer-group and a
+    share-group member metadata value share, in that order."""
+    P.write_ncstr(out, rack_id)
+    P.write_cstr(out, client_id)
+    P.write_cstr(out, client_host)
+    P.write_uvarint(out, len(subscribed_topic_names) + 1)
+    for t in subscribed_topic_names:
+        P.write_cstr(out, t)
+
+
 def encode_member_value(m: StoredConsumerMember) -> bytes:
     out = bytearray(_I16.pack(0))
     P.write_ncstr(out, m.instance_id)
-    P.write_ncstr(out, m.rack_id)
-    P.write_cstr(out, m.client_id)
-    P.write_cstr(out, m.client_host)
-    P.write_uvarint(out, len(m.subscribed_topic_names) + 1)
-    for t in m.subscribed_topic_names:
-        P.write_cstr(out, t)
+    write_member_client(out, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names)
     P.write_ncstr(out, m.subscribed_topic_regex)
     out += _I32.pack(m.rebalance_timeout_ms)
     P.write_ncstr(out, m.server_assignor)
@@ -261,22 +275,26 @@ class StoredCurrentAssignment:
     pending_revocation: TopicIdPartitions
 
 
-def encode_current_assignment_value(c: StoredCurrentAssignment) -> bytes:
+def encode_current_assignment_value(c: StoredCurrentAssignment, with_pending: bool = True) -> bytes:
+    """ConsumerGroupCurrentMemberAssignmentValue; ``with_pending=False``: the share-group form
+    (ShareGroupCurrentMemberAssignmentValue has no PartitionsPendingRevocation)."""
     out = bytearray(_I16.pack(0))
     out += _I32.pack(c.member_epoch)
     out += _I32.pack(c.previous_member_epoch)
     out += bytes([c.state & 0xFF])
     _w_tp(out, c.assigned)
-    _w_tp(out, c.pending_revocation)
+    if with_pending:
+        _w_tp(out, c.pending_revocation)
     out.append(0)
     return bytes(out)
 
 
-def decode_current_assignment_value(value: bytes) -> StoredCurrentAssignment:
+def decode_current_assignment_value(value: bytes, with_pending: bool = True) -> StoredCurrentAssignment:
+    """Raises FormatError; ``with_pending`` as in :func:`encode_current_assignment_value`."""
     r = _Flex(value)
     r.version()
     epoch, prev, state = r.i32(), r.i32(), r.i8()
     assigned = r.tps()
-    pending = r.tps()
+    pending = r.tps() if with_pending else {}
     r.tagged()
     return StoredCurrentAssignment(epoch, prev, state, assigned, pending)

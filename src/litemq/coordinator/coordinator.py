@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from litemq.coordinator.assignors import configured_assignors
 from litemq.coordinator.consumer_group import ConsumerGroup
 from litemq.coordinator.consumer_group_manager import ConsumerGroupManager
-from litemq.coordinator.consumer_group_records import ConsumerGroupKey, decode_any_key
+from litemq.coordinator.consumer_group_records import SHARE_GROUP_KEY_TYPES, ConsumerGroupKey, decode_any_key
 from litemq.coordinator.group import GroupMetadata, GroupState
 from litemq.coordinator.group_manager import (NEW_MEMBER_JOIN_TIMEOUT_MS, GroupMetadataManager, JoinResult,
                                               SyncResult)
@@ -74,6 +74,18 @@ def _marker_is_commit(records) -> bool:
 
 
 
+class ShareGroupLoader(Protocol):
+    """What the group coordinator needs of the share-group side (KIP-932; implemented by
+    :class:`~litemq.coordinator.share_coordinator.ShareCoordinator`, which is created later)."""
+
+    def load_share_groups(self, index: int, records: list[tuple[ConsumerGroupKey, bytes | None]]) -> None:
+        """The share-group records (types 9..15) of ``__consumer_offsets`` partition ``index``,
+        in log order, now that this broker leads and has replayed it."""
+
+    def unload_share_groups(self, index: int) -> None:
+        """This broker no longer leads partition ``index``: forget its share groups."""
+
+
 class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGroupManager):
     """Every consumer group whose offsets partition this broker leads: the service whose request
     entry points are its own methods and those of its managers (classic groups, offsets, KIP-848
@@ -90,6 +102,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         self._stopped = False
         self.loaded_partitions: set[int] = set()
         """Cluster mode: offsets partitions led here whose groups are loaded."""
+        self.share_loader: ShareGroupLoader | None = None
+        self._share_records: dict[int, list[tuple[ConsumerGroupKey, bytes | None]]] = {}
+        """Share-group records replayed before :attr:`share_loader` was set, by partition."""
         configured_assignors(self.config.group_consumer_assignors)  # ValueError: refuse to start
 
     @property
@@ -161,6 +176,19 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
+    def set_share_loader(self, loader: ShareGroupLoader) -> None:
+        """Attach the share-group side and hand it the share-group records already replayed."""
+        self.share_loader = loader
+        pending, self._share_records = self._share_records, {}
+        for index, records in pending.items():
+            loader.load_share_groups(index, records)
+
+    async def append_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append ``records`` to ``group_id``'s offsets partition and wait for the commit (the
+        share-group side's records); the error code."""
+        err, _ = await self._append(group_id, records)
+        return err
+
     def on_leadership(self, index: int, leader: bool) -> None:
         """This broker became (and committed everything before its term: ``leader``) or stopped
         being the leader of ``__consumer_offsets`` partition ``index`` (Kafka
@@ -173,6 +201,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         self.loaded_partitions.discard(index)
         for group_id in [g for g in self.groups if self.partition_for(g) == index]:
             self._unload_group(self.groups.pop(group_id))
+        self._share_records.pop(index, None)
+        if self.share_loader is not None:
+            self.share_loader.unload_share_groups(index)
         log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **batch_args
@@ -215,6 +246,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         # TxnOffsetCommit records of transactions not yet ended: producer id -> group -> tp -> value
         pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
         consumer_groups: dict[str, dict] = {}  # KIP-848 records by group, replayed in log order
+        share_records: list[tuple[ConsumerGroupKey, bytes | None]] = []  # KIP-932, for the share side
         bad = 0
         for h, records in replay_committed(p):
             if h.is_control:
@@ -230,7 +262,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
                     continue
                 try:
                     key = decode_any_key(rec.key)
-                    if isinstance(key, ConsumerGroupKey):
+                    if isinstance(key, ConsumerGroupKey) and key.kind in SHARE_GROUP_KEY_TYPES:
+                        share_records.append((key, rec.value))
+                    elif isinstance(key, ConsumerGroupKey):
                         self.replay_consumer_group_record(consumer_groups, key, rec.value)
                     elif isinstance(key, OffsetKey):
                         tp = (key.topic, key.partition)
@@ -275,6 +309,10 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         if loaded:
             log.info("loaded %d group(s) from %s-%d (offsets %d..%d)", loaded, OFFSETS_TOPIC, index,
                      p.log_start_offset, p.high_watermark)
+        if self.share_loader is not None:
+            self.share_loader.load_share_groups(index, share_records)
+        elif share_records:
+            self._share_records[index] = share_records
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         """DeleteGroups (KIP-229): only groups without members; tombstones for group and offsets."""

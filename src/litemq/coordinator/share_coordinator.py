@@ -36,9 +36,19 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from litemq.coordinator.consumer_group import MemberState
+from litemq.coordinator.consumer_group_manager import _metadata_hash
 from litemq.coordinator.internal_topic import append_committed, replay_latest
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.share_group import ShareGroup, ShareGroupMember
+from litemq.coordinator.share_group_records import (SG_CURRENT_ASSIGNMENT, SG_MEMBER_METADATA, SG_METADATA,
+                                                    SG_TARGET_MEMBER, SG_TARGET_METADATA, StoredShareMember,
+                                                    decode_share_current_value, decode_share_member_value,
+                                                    decode_share_metadata_value, decode_target_member_value,
+                                                    decode_target_metadata_value, encode_cg_key,
+                                                    encode_share_current_value, encode_share_member_value,
+                                                    encode_share_metadata_value, encode_target_member_value,
+                                                    encode_target_metadata_value)
 from litemq.coordinator.share_partition import BatchInfo, SharePartition
 from litemq.coordinator.share_records import (SHARE_STATE_TOPIC, ShareSnapshot, ShareStateKey, decode_key,
                                               decode_value, encode_key, encode_value)
@@ -55,6 +65,8 @@ SHARE_STATE_SEGMENT_BYTES = 100 * 1024 * 1024
 """Kafka's ``share.coordinator.state.topic.segment.bytes`` default."""
 SESSION_EPOCH_INITIAL, SESSION_EPOCH_FINAL = 0, -1
 MAX_SESSION_EPOCH = 2**31 - 1
+MEMBER_STATE_STABLE = int(MemberState.STABLE)
+"""A share-group member's ``State`` in its CurrentMemberAssignment record (no revocation step)."""
 
 
 @dataclass(slots=True)
@@ -129,6 +141,8 @@ class ShareCoordinator:
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
         self._state_cache: dict[int, tuple[int, dict[ShareStateKey, ShareSnapshot]]] = {}
         self._changed: asyncio.Future | None = None
+        self._tasks: set[asyncio.Task] = set()  # background appends, kept referenced until done
+        groups.set_share_loader(self)
         self.redeliveries = 0
         """Records acquired again after their first delivery (a counter for ``/metrics``)."""
 
@@ -136,15 +150,19 @@ class ShareCoordinator:
     def _fail(self, code: int, message: str | None = None) -> ShareHeartbeatResult:
         return ShareHeartbeatResult(error=code, error_message=message)
 
-    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str
-                  ) -> ShareHeartbeatResult:
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str
+                        ) -> ShareHeartbeatResult:
         """ShareGroupHeartbeat v1 (see :mod:`litemq.coordinator.share_group` for the rules).
+        Every change (a member, the group epoch, the target assignment, a member's current
+        assignment) is written to the group's ``__consumer_offsets`` partition, in Kafka 4.1's
+        share-group records, before the answer (:mod:`litemq.coordinator.share_group_records`).
 
         Errors: INVALID_REQUEST (empty group or member id, epoch below -1, a join without
         topics), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE,
         GROUP_ID_NOT_FOUND (the id is a classic or consumer group), UNKNOWN_MEMBER_ID,
-        FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED."""
+        FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED; the append's error when the records could
+        not be written."""
         if not group_id:
             return self._fail(E.INVALID_REQUEST, "GroupId can't be empty.")
         if not member_id:
@@ -162,7 +180,10 @@ class ShareCoordinator:
         group = self.share_groups.get(group_id)
         if member_epoch == -1:
             if group is not None and member_id in group.members:
-                self._remove_member(group, group.members[member_id], "left")
+                err = await self.groups.append_records(group_id, self._remove_member(group, group.members[member_id],
+                                                                                     "left"))
+                if err:
+                    return self._fail(err)
             return ShareHeartbeatResult(member_id=member_id, member_epoch=-1)
         if group is None:
             if member_epoch != 0:
@@ -183,6 +204,9 @@ class ShareCoordinator:
             return self._fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller or larger member "
                                                      f"epoch ({member_epoch}) than the one known by the group "
                                                      f"coordinator ({member.member_epoch}).")
+        records: list[tuple[bytes, bytes | None]] = []
+        epoch_before = group.group_epoch - (1 if joined else 0)
+        stored = self._member_record(group, member)
         member.client_id, member.client_host = client_id, client_host
         if rack_id is not None:
             member.rack_id = rack_id
@@ -192,19 +216,135 @@ class ShareCoordinator:
                 member.subscribed_topic_names = names
                 if not joined:
                     group.group_epoch += 1
+        if joined or self._member_record(group, member) != stored:
+            records.append(self._member_record(group, member))
         topics = {}
         for name in group.subscribed_topics():
             info = self.host.topic(name)
             if info is not None and not info.internal:
                 topics[name] = info.num_partitions
         group.refresh_topics(topics)
+        if group.group_epoch != epoch_before:
+            group.metadata_hash = _metadata_hash(group.topics_seen)
+            records.append(self._epoch_record(group))
+        old_target, old_assignment_epoch = dict(group.target), group.assignment_epoch
         group.compute_target()
+        if group.assignment_epoch != old_assignment_epoch:
+            records += [self._target_record(group, mid) for mid, a in group.target.items() if old_target.get(mid) != a]
+            records.append((encode_cg_key(SG_TARGET_METADATA, group.group_id),
+                            encode_target_metadata_value(group.assignment_epoch)))
+        old_epoch = member.member_epoch
         changed = group.reconcile(member)
+        if joined or changed or member.member_epoch != old_epoch:
+            records.append(self._current_record(group, member))
         self._schedule_session_timeout(group, member)
+        if records:
+            err = await self.groups.append_records(group_id, records)
+            if err:
+                return self._fail(err)
         return ShareHeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
                                     heartbeat_interval_ms=self.config.group_share_heartbeat_interval_ms,
                                     assignment=dict(member.assigned) if (changed or joined or member_epoch == 0)
                                     else None)
+
+    # ------------------------------------------------------------------ records (share_group_records)
+    def _member_record(self, group: ShareGroup, m: ShareGroupMember) -> tuple[bytes, bytes]:
+        return (encode_cg_key(SG_MEMBER_METADATA, group.group_id, m.member_id), encode_share_member_value(
+            StoredShareMember(m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names))))
+
+    def _epoch_record(self, group: ShareGroup) -> tuple[bytes, bytes]:
+        return (encode_cg_key(SG_METADATA, group.group_id),
+                encode_share_metadata_value(group.group_epoch, group.metadata_hash))
+
+    def _target_record(self, group: ShareGroup, member_id: str) -> tuple[bytes, bytes]:
+        return (encode_cg_key(SG_TARGET_MEMBER, group.group_id, member_id),
+                encode_target_member_value(self.groups._topic_ids(group.target.get(member_id, {}))))
+
+    def _current_record(self, group: ShareGroup, m: ShareGroupMember) -> tuple[bytes, bytes]:
+        return (encode_cg_key(SG_CURRENT_ASSIGNMENT, group.group_id, m.member_id), encode_share_current_value(
+            m.member_epoch, m.previous_member_epoch, MEMBER_STATE_STABLE, self.groups._topic_ids(m.assigned)))
+
+    def _spawn_append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Write records outside a request (a session timeout); a failure is logged (the
+        member is gone from memory either way and a reloaded group times it out again)."""
+        async def write() -> None:
+            err = await self.groups.append_records(group_id, records)
+            if err:
+                log.warning("share group %s: records not written (%s)", group_id, E(err).name)
+
+        task = self.host.loop.create_task(write())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ loading (ShareGroupLoader)
+    def load_share_groups(self, index: int, records: list[tuple[Any, bytes | None]]) -> None:
+        """Rebuild the share groups of ``__consumer_offsets`` partition ``index`` from their
+        records (Kafka ``GroupMetadataManager.replay`` of types 10..14); every member gets a
+        fresh session timeout, so members that do not come back are removed."""
+        self.unload_share_groups(index)
+        state: dict[str, dict] = {}
+        for key, value in records:
+            try:
+                self._replay(state, key, value)
+            except FormatError as exc:
+                log.warning("share group %s: skipping an undecodable record (type %d): %s", key.group, key.kind, exc)
+        for group_id, g in state.items():
+            if g["epoch"] is None:
+                continue
+            group = ShareGroup(group_id, group_epoch=g["epoch"], assignment_epoch=g["assignment_epoch"])
+            group.metadata_hash = g["hash"]
+            for mid, sm in g["members"].items():
+                m = ShareGroupMember(mid, rack_id=sm.rack_id, client_id=sm.client_id, client_host=sm.client_host,
+                                     subscribed_topic_names=tuple(sorted(sm.subscribed_topic_names)))
+                cur = g["current"].get(mid)
+                if cur is not None:
+                    m.member_epoch, m.previous_member_epoch = cur[0], cur[1]
+                    m.assigned = self.groups._topic_names(cur[3])
+                group.members[mid] = m
+            group.target = {mid: self.groups._topic_names(t) for mid, t in g["targets"].items()
+                            if mid in group.members}
+            topics = {}
+            for name in group.subscribed_topics():
+                info = self.host.topic(name)
+                if info is not None and not info.internal:
+                    topics[name] = info.num_partitions
+            # topics that changed while no coordinator watched bump the epoch at the next heartbeat
+            group.topics_seen = topics if _metadata_hash(topics) == group.metadata_hash else {}
+            self.share_groups[group_id] = group
+            for m in group.members.values():
+                self._schedule_session_timeout(group, m)
+        if state:
+            log.info("loaded %d share group(s) from __consumer_offsets-%d", sum(
+                1 for g in state.values() if g["epoch"] is not None), index)
+
+    def _replay(self, state: dict, key: Any, value: bytes | None) -> None:
+        fresh = {"epoch": None, "hash": 0, "assignment_epoch": 0, "members": {}, "targets": {}, "current": {}}
+        g = state.setdefault(key.group, dict(fresh))
+        if key.kind == SG_METADATA:
+            if value is None:
+                state[key.group] = dict(fresh, members={}, targets={}, current={})
+            else:
+                g["epoch"], g["hash"] = decode_share_metadata_value(value)
+        elif key.kind == SG_TARGET_METADATA:
+            g["assignment_epoch"] = decode_target_metadata_value(value) if value is not None else 0
+        elif key.kind in (SG_MEMBER_METADATA, SG_TARGET_MEMBER, SG_CURRENT_ASSIGNMENT):
+            slot = {SG_MEMBER_METADATA: "members", SG_TARGET_MEMBER: "targets", SG_CURRENT_ASSIGNMENT: "current"}
+            decode = {SG_MEMBER_METADATA: decode_share_member_value, SG_TARGET_MEMBER: decode_target_member_value,
+                      SG_CURRENT_ASSIGNMENT: decode_share_current_value}
+            if value is None:
+                g[slot[key.kind]].pop(key.member, None)
+            else:
+                g[slot[key.kind]][key.member] = decode[key.kind](value)
+
+    def unload_share_groups(self, index: int) -> None:
+        """Forget the share groups of ``__consumer_offsets`` partition ``index`` (another broker
+        coordinates them now, or they are about to be reloaded)."""
+        for group_id in [g for g in self.share_groups if self.groups.partition_for(g) == index]:
+            group = self.share_groups.pop(group_id)
+            for m in group.members.values():
+                if m.timer is not None:
+                    m.timer.cancel()
+                    m.timer = None
 
     def _schedule_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         if member.timer is not None:
@@ -214,10 +354,12 @@ class ShareCoordinator:
 
     def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         member.timer = None
-        if group.members.get(member.member_id) is member:
-            self._remove_member(group, member, "session timeout")
+        if group.members.get(member.member_id) is member and self.share_groups.get(group.group_id) is group:
+            self._spawn_append(group.group_id, self._remove_member(group, member, "session timeout"))
 
-    def _remove_member(self, group: ShareGroup, member: ShareGroupMember, why: str) -> None:
+    def _remove_member(self, group: ShareGroup, member: ShareGroupMember, why: str) -> list[tuple[bytes, None]]:
+        """Remove ``member`` (its records here are released); the records to write: the
+        member's tombstones and the new group epoch."""
         if member.timer is not None:
             member.timer.cancel()
             member.timer = None
@@ -225,12 +367,16 @@ class ShareCoordinator:
         group.target.pop(member.member_id, None)
         group.group_epoch += 1
         log.info("share group %s: member %s removed (%s)", group.group_id, member.member_id, why)
-        # Records it holds on partitions led here go back to the others now (elsewhere: at
-        # their lock deadline).
+        # Records it holds on partitions led here go back to the others now (elsewhere: when
+        # its share session there ends, or at their lock deadline).
         for (gid, _t, _p), entry in self.entries.items():
             if gid == group.group_id and entry.sp.release_member(member.member_id):
                 self._notify()
         self.sessions.pop((group.group_id, member.member_id), None)
+        gid, mid = group.group_id, member.member_id
+        return [(encode_cg_key(SG_CURRENT_ASSIGNMENT, gid, mid), None),
+                (encode_cg_key(SG_TARGET_MEMBER, gid, mid), None),
+                (encode_cg_key(SG_MEMBER_METADATA, gid, mid), None), self._epoch_record(group)]
 
     def describe(self, group_id: str) -> tuple[int, str | None, ShareGroup | None]:
         """ShareGroupDescribe of one group: (error, message, group)."""
@@ -260,8 +406,12 @@ class ShareCoordinator:
             return E.GROUP_ID_NOT_FOUND
         if group.members:
             return E.NON_EMPTY_GROUP
+        err = await self.groups.append_records(group_id, [(encode_cg_key(SG_TARGET_METADATA, group_id), None),
+                                                          (encode_cg_key(SG_METADATA, group_id), None)])
+        if err:
+            return err
         group.dead = True
-        del self.share_groups[group_id]
+        self.share_groups.pop(group_id, None)
         keys = {e.key for k, e in self.entries.items() if k[0] == group_id}
         for _, cache in self._state_cache.values():
             keys |= {k for k in cache if k.group_id == group_id}

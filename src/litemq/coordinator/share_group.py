@@ -54,6 +54,8 @@ class ShareGroup:
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     topics_seen: dict[str, int] = field(default_factory=dict)
+    metadata_hash: int = 0
+    """The hash of ``topics_seen`` stored with the group epoch (ShareGroupMetadataValue)."""
     dead: bool = False
 
     @property

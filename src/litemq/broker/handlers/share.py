@@ -32,14 +32,14 @@ def _share(ctx) -> ShareCoordinator:
 
 
 # ---------------------------------------------------------------------- ShareGroupHeartbeat
-def handle_share_group_heartbeat(ctx, req) -> dict:
+async def handle_share_group_heartbeat(ctx, req) -> dict:
     names = req.subscribed_topic_names
     refused = heartbeat_refused(ctx, req.group_id, names)
     if refused is not None:
         return refused
-    res = _share(ctx).heartbeat(req.group_id, req.member_id, req.member_epoch, req.rack_id,
-                                list(names) if names is not None else None, ctx.header.client_id or "",
-                                client_host(ctx))
+    res = await _share(ctx).heartbeat(req.group_id, req.member_id, req.member_epoch, req.rack_id,
+                                      list(names) if names is not None else None, ctx.header.client_id or "",
+                                      client_host(ctx))
     return heartbeat_answer(ctx, res)
 
 

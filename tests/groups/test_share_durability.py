@@ -1,0 +1,107 @@
+"""KIP-932 share-group membership survives a coordinator restart, as in Kafka 4.1: the group
+epoch, the assignment epoch, every member with its epoch, subscriptions and assignment, and
+empty groups are written to ``__consumer_offsets`` (ShareGroupMetadata, ShareGroupMemberMetadata,
+target assignment and current assignment records) and replayed when the coordinator loads its
+partition; a member then carries on with its own epoch (no UNKNOWN_MEMBER_ID, no rejoin).
+
+Real ``litemq serve`` process SIGKILLed and restarted; the wire client speaks
+ShareGroupHeartbeat/ShareGroupDescribe v1 and ListGroups v5, and a confluent-kafka
+ShareConsumer stays open across the restart.
+"""
+
+from __future__ import annotations
+
+import time
+
+from groups_helpers import create_topic, wait_until
+from litemq.protocol.errors import ErrorCode as E
+from litemq.testing.process import BrokerProcess
+from litemq.testing.wire import WireClient
+from test_share_groups import OVERRIDES, consumer, poll_records, produce
+
+
+def heartbeat(w: WireClient, group: str, member: str, epoch: int, topics: list[str] | None = None):
+    return w.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
+                             "subscribed_topic_names": topics})
+
+
+def describe(w: WireClient, group: str) -> dict:
+    g = w.request(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+    return {"error": g.error_code, "state": g.group_state, "epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "members": {m.member_id: (m.member_epoch, tuple(m.subscribed_topic_names),
+                                      sorted((t.topic_id, tuple(t.partitions)) for t in m.assignment.topic_partitions))
+                        for m in g.members}}
+
+
+def share_groups(w: WireClient) -> dict[str, str]:
+    res = w.request(16, 5, {"states_filter": [], "types_filter": ["share"]})
+    return {g.group_id: g.group_state for g in res.groups}
+
+
+def test_share_group_members_epochs_and_assignments_survive_a_coordinator_restart(tmp_path):
+    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-durable", 2)
+        with WireClient("127.0.0.1", b.port) as w:
+            r1 = heartbeat(w, "g-durable", "member-1", 0, ["queue-durable"])
+            assert r1.error_code == E.NONE
+            r2 = heartbeat(w, "g-durable", "member-2", 0, ["queue-durable"])
+            assert r2.error_code == E.NONE
+            r1 = heartbeat(w, "g-durable", "member-1", r1.member_epoch)  # moves to the latest epoch
+            r3 = heartbeat(w, "g-durable", "member-3", 0, ["queue-durable"])
+            assert heartbeat(w, "g-durable", "member-3", -1).error_code == E.NONE  # leaves
+            r2 = heartbeat(w, "g-durable", "member-2", r2.member_epoch)
+            assert heartbeat(w, "g-empty", "lonely", 0, ["queue-durable"]).error_code == E.NONE
+            assert heartbeat(w, "g-empty", "lonely", -1).error_code == E.NONE
+            before = describe(w, "g-durable")
+            assert before["error"] == E.NONE and set(before["members"]) == {"member-1", "member-2"}
+            assert r3.error_code == E.NONE and before["epoch"] >= 4
+            assert share_groups(w) == {"g-durable": "Stable", "g-empty": "Empty"}
+        b.kill()
+        b.start()
+        with WireClient("127.0.0.1", b.port) as w:
+            after = wait_until(lambda: (d := describe(w, "g-durable"))["error"] == E.NONE and d, 30,
+                               "the share group after the restart")
+            assert after == before  # epochs, members, subscriptions and assignments as they were
+            assert share_groups(w) == {"g-durable": "Stable", "g-empty": "Empty"}
+            # members carry on from their own epochs (member-1 catches up with the group epoch
+            # it had not heard of yet), and the group epoch continues
+            for mid in ("member-1", "member-2"):
+                again = heartbeat(w, "g-durable", mid, before["members"][mid][0])
+                assert again.error_code == E.NONE and again.member_epoch == before["epoch"]
+            r4 = heartbeat(w, "g-durable", "member-4", 0, ["queue-durable"])
+            assert r4.error_code == E.NONE and r4.member_epoch == before["epoch"] + 1
+            assert heartbeat(w, "g-durable", "member-9", 5).error_code == E.UNKNOWN_MEMBER_ID
+    finally:
+        b.stop()
+
+
+def test_a_share_consumer_keeps_its_membership_across_a_broker_restart(tmp_path):
+    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    c = None
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-restart", 1)
+        produce(bs, "queue-restart", 5, 1)
+        c = consumer(bs, "g-restart", "queue-restart")
+        assert len(poll_records(c, 15, want=5)) == 5
+        c.commit_sync()  # implicit mode: acknowledges them now, not with the next fetch
+        with WireClient("127.0.0.1", b.port) as w:
+            before = describe(w, "g-restart")
+        (member_id, (member_epoch, _, _)), = before["members"].items()
+        b.kill()
+        time.sleep(0.5)
+        b.start()
+        produce(bs, "queue-restart", 5, 1, start=5)
+        assert sorted(o for _, o, _, _ in poll_records(c, 30, want=5)) == [5, 6, 7, 8, 9]
+        with WireClient("127.0.0.1", b.port) as w:
+            after = describe(w, "g-restart")
+        # the same member, not a rejoin under a new epoch: the group epoch did not move
+        assert set(after["members"]) == {member_id}
+        assert after["members"][member_id][0] == member_epoch and after["epoch"] == before["epoch"]
+    finally:
+        if c is not None:
+            c.close()
+        b.stop()
