@@ -196,7 +196,8 @@ class RaftGroup:
         # A partition's new leader appends its no-op (a LEADER_CHANGE batch, which takes a
         # Kafka offset) only when it inherits records not known committed (issue 19).
         cfg = RaftConfig(election_timeout_ticks=election_timeout_ticks, heartbeat_interval_ticks=1,
-                         apply_entries=apply_entries, noop_only_when_needed=not apply_entries)
+                         apply_entries=apply_entries, noop_only_when_needed=not apply_entries,
+                         eager_commit_broadcast=apply_entries)
         self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs)
         self._persisting = False
         # quiescence (see ClusterManager._should_tick)

@@ -38,6 +38,14 @@ class RaftConfig:
     2015 raft-dev erratum): :func:`litemq.raft.leader.propose_config` then appends the no-op
     first. A partition group sets it, so a leader change of a caught-up partition takes no
     offset (Kafka's offsets have no such gaps)."""
+    eager_commit_broadcast: bool = True
+    """A leader whose commit index moved sends it to every follower at the next Ready, in an
+    Append of its own if no new entries go out (etcd). With False, followers learn it with the
+    next Append of entries or the next heartbeat (``heartbeat_interval_ticks``): one message
+    less each way per follower and commit, as Kafka followers learn the high watermark with
+    their next fetch. A partition group sets it to False (only the leader answers producers on
+    commit); the metadata group keeps it (its followers apply the committed records).
+    :meth:`litemq.raft.RaftNode.ready` still reports the leader's own commit at once."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.election_timeout_ticks <= limits.RAFT_MAX_ELECTION_TIMEOUT_TICKS:
