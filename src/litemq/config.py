@@ -156,6 +156,10 @@ class BrokerConfig:
     broker_rack: str | None = None
     """The rack (availability zone) of this broker, registered with the cluster metadata and
     shown in Metadata/DescribeCluster answers; None (Kafka's default): no rack."""
+    replica_lag_time_max_ms: int = 30_000
+    """A follower whose log has not reached its leader's high watermark for this long is not
+    offered to consumers as a preferred read replica (Kafka's setting, which also bounds its ISR;
+    LiteMQ's ISR is the Raft leader's live quorum)."""
     replica_selector_class: str | None = None
     """None (Kafka's default): consumers fetch from leaders. :data:`RACK_AWARE_REPLICA_SELECTOR`:
     a leader names an in-sync follower in the consumer's rack (FetchRequest v11+ ``rack_id``,
@@ -577,6 +581,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "raft.election.timeout.ms": (1, None),
     "metadata.snapshot.interval.entries": (1, None),
     "leader.imbalance.check.interval.ms": (1, None),
+    "replica.lag.time.max.ms": (1, None),
     "transactional.id.expiration.ms": (1, None),
     "transaction.state.log.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
     "transaction.state.log.replication.factor": (1, RAFT_MAX_VOTERS),

@@ -8,9 +8,12 @@ import os
 import subprocess
 import sys
 
+from types import SimpleNamespace
+
 import pytest
 
 from litemq.cluster.image import MetadataImage
+from litemq.cluster.partition import ReplicatedPartition
 from litemq.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig
 from litemq.limits import MAX_RACK_ID_CHARS
 from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
@@ -38,6 +41,46 @@ def test_rack_aware_selection_follows_kafkas_rules():
     assert _pick("b", {}) == NO_PREFERRED_REPLICA  # no in-sync follower offered
     assert _pick("a", {1: 50}, leader=2) == 1 and _pick("a", {1: 50}, leader=1) == NO_PREFERRED_REPLICA
     assert _pick("x", {5: 50}) == NO_PREFERRED_REPLICA  # a broker without a rack matches none
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def _leader_partition(clock: _Clock, matches: dict[int, int], alive: set[int]) -> ReplicatedPartition:
+    """A ReplicatedPartition of replicas 1, 2, 3 led by node 1, over stand-ins of its log, Raft
+    group and host (the parts ``in_sync_follower_log_ends`` reads)."""
+    node = SimpleNamespace(is_leader=True, term=1, match_offsets=lambda: dict(matches),
+                           active_voters=lambda: frozenset(alive))
+    host = SimpleNamespace(node_id=1, config=BrokerConfig(), peer_alive=lambda r: r in alive)
+    p = ReplicatedPartition("t", 0, SimpleNamespace(log_end_offset=0), SimpleNamespace(loop=clock), [1, 2, 3])
+    p.group = SimpleNamespace(node=node, host=host, failed=False, closed=False)
+    return p
+
+
+def test_only_caught_up_followers_are_offered_as_read_replicas():
+    """Kafka's ISR rule for the candidates: a follower counts when its log reached the high
+    watermark within replica.lag.time.max.ms (30 s), and its broker is live."""
+    clock = _Clock()
+    matches = {1: 99, 2: 99, 3: 50}
+    p = _leader_partition(clock, matches, alive={1, 2, 3})
+    p.high_watermark = 100
+    assert p.in_sync_follower_log_ends() == {2: 100}  # 3 never had every committed record
+    clock.now += 10
+    matches[3] = 99
+    assert p.in_sync_follower_log_ends() == {2: 100, 3: 100}
+    clock.now += 20
+    p.high_watermark, matches[1], matches[2], matches[3] = 150, 149, 149, 120
+    assert p.in_sync_follower_log_ends() == {2: 150, 3: 121}  # 3 lags, but caught up 20 s ago
+    clock.now += 11
+    assert p.in_sync_follower_log_ends() == {2: 150}  # 31 s since 3 last caught up
+    p2 = _leader_partition(clock, {1: 9, 2: 9, 3: 9}, alive={1, 3})
+    p2.high_watermark = 10
+    assert p2.in_sync_follower_log_ends() == {3: 10}  # broker 2 is not live
 
 
 def test_register_broker_keeps_the_rack_through_snapshots():

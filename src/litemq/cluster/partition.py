@@ -34,7 +34,7 @@ class ReplicatedPartition(Partition):
         group: the :class:`~litemq.cluster.group.RaftGroup`.
     """
 
-    __slots__ = ("replicas", "group", "_led_term", "_on_leader", "_leader_start", "_announced")
+    __slots__ = ("replicas", "group", "_led_term", "_on_leader", "_leader_start", "_announced", "_caught_up_at")
 
     def __init__(self, topic: str, index: int, plog, manager, replicas: list[int]) -> None:
         super().__init__(topic, index, plog, manager)
@@ -44,6 +44,8 @@ class ReplicatedPartition(Partition):
         self._on_leader: Callable | None = None
         self._leader_start = -1
         self._announced = False
+        self._caught_up_at: dict[int, float] = {}
+        """Leader: follower -> when (loop time, s) its log last reached the high watermark."""
 
     def attach(self, group, on_leader: Callable | None = None) -> None:
         self.group = group
@@ -66,12 +68,27 @@ class ReplicatedPartition(Partition):
 
     def in_sync_follower_log_ends(self) -> dict[int, int]:
         """As the leader: node id -> log end offset (Raft match offset + 1, log offsets) of each
-        follower in :meth:`in_sync_replicas`; empty elsewhere."""
+        follower in :meth:`in_sync_replicas` that is caught up as Kafka means it for the ISR: its
+        log reached the high watermark within the last ``replica.lag.time.max.ms`` (a live but
+        lagging follower is left out, so no consumer is sent to read behind the producers);
+        empty elsewhere."""
         if not self.is_leader:
             return {}
+        self._note_caught_up()
         g = self.group
         matches = g.node.match_offsets()
-        return {r: matches[r] + 1 for r in self.in_sync_replicas() if r != g.host.node_id and r in matches}
+        oldest = self._manager.loop.time() - g.host.config.replica_lag_time_max_ms / 1000
+        return {r: matches[r] + 1 for r in self.in_sync_replicas()
+                if r != g.host.node_id and r in matches and self._caught_up_at.get(r, oldest - 1) >= oldest}
+
+    def _note_caught_up(self) -> None:
+        """Leader: note now for every follower whose log reaches the high watermark (Kafka's
+        condition for a follower to join the ISR, ``Partition.isFollowerInSync``)."""
+        hw = self.high_watermark
+        now = self._manager.loop.time()
+        for r, m in self.group.node.match_offsets().items():
+            if m + 1 >= hw:
+                self._caught_up_at[r] = now
 
     @property
     def leader_id(self) -> int | None:
@@ -129,10 +146,13 @@ class ReplicatedPartition(Partition):
                 self._on_leader(self, False)
         if leader_now and self._led_term < 0:
             self._led_term = node.term
+            self._caught_up_at = {}  # a new leader knows its followers' logs only from now on
             self._leader_start = node.log_end_offset  # after this term's no-op
             self._announced = False
         self._advance_high_watermark(rd.high_watermark)
-        if not leader_now:
+        if leader_now:
+            self._note_caught_up()
+        else:
             self._follow_leader_log_start()
         if (leader_now and not self._announced and self.high_watermark >= self._leader_start
                 and self._on_leader is not None):

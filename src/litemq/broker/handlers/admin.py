@@ -22,6 +22,7 @@ from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
+from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
 
@@ -30,17 +31,8 @@ log = logging.getLogger(__name__)
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 16, 32
 """Kafka ``ConfigResource.Type`` ids (CLIENT_METRICS: KIP-714, GROUP: KIP-848). LiteMQ keeps no
 broker logger or client metrics configs: after authorization those answer INVALID_REQUEST."""
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-CONFIG_TYPE_INT = 3
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
 
-GROUP_CONFIGS: dict[str, tuple[str, str]] = {
-    "consumer.heartbeat.interval.ms": ("5000", "The heartbeat interval given to the members of a consumer group."),
-    "consumer.session.timeout.ms": ("45000", "The timeout to detect client failures when using the consumer "
-                                             "group protocol."),
-}
-"""Kafka 3.9 ``GroupConfig`` (KIP-848 per-group configs): name -> (default, documentation); the
-defaults are Kafka's ``group.consumer.heartbeat.interval.ms`` / ``group.consumer.session.timeout.ms``.
-(The ``share.*`` group configs arrive with KIP-932 in Kafka 4.0.)"""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -191,7 +183,8 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
 
 _READ_ONLY_BROKER_CONFIGS = ("num.partitions", "default.replication.factor", "auto.create.topics.enable",
                              "offsets.topic.num.partitions", "log.retention.check.interval.ms", "node.id",
-                             "broker.id", "broker.rack", "replica.selector.class")
+                             "broker.id", "broker.rack", "replica.selector.class",
+                             "replica.lag.time.max.ms")
 """Read-only broker settings DescribeConfigs reports besides every dynamic one."""
 
 
@@ -230,32 +223,58 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
     return entries
 
 
-def _group_config_entries(keys, documentation: bool) -> list[dict]:
-    """DescribeConfigs entries of a GROUP resource (any group id, known or not, as Kafka):
-    every :data:`GROUP_CONFIGS` entry at its default (DEFAULT_CONFIG): LiteMQ keeps no dynamic
-    group configs."""
-    return [{"name": name, "value": value, "read_only": False, "is_default": True, "config_source": SOURCE_DEFAULT,
-             "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPE_INT,
-             "documentation": doc if documentation else None}
-            for name, (value, doc) in sorted(GROUP_CONFIGS.items()) if keys is None or name in keys]
+async def _group_config_entries(runtime, group_id: str, keys, documentation: bool) -> list[dict]:
+    """DescribeConfigs entries of a GROUP resource (any group id, known or not, as Kafka): every
+    Kafka 4.1 group config (:data:`~litemq.coordinator.group_configs.GROUP_CONFIG_DEFS`), its
+    override (GROUP_CONFIG) or the broker's setting (DEFAULT_CONFIG), asked of the group's
+    coordinator.
+
+    Raises:
+        KafkaError: the coordinator could not be asked (COORDINATOR_NOT_AVAILABLE, ...).
+    """
+    err, overrides = await runtime.coordinator.group_config_overrides(group_id)
+    if err:
+        raise KafkaError(f"the coordinator of group {group_id} could not be asked", err)
+    out = []
+    for name, d in sorted(GROUP_CONFIG_DEFS.items()):
+        if keys is not None and name not in keys:
+            continue
+        dynamic = name in overrides
+        out.append({"name": name, "value": overrides[name] if dynamic else default_value(name, runtime.config),
+                    "read_only": False, "is_default": not dynamic,
+                    "config_source": SOURCE_GROUP if dynamic else SOURCE_DEFAULT, "is_sensitive": False,
+                    "synonyms": [], "config_type": d.config_type, "documentation": d.doc if documentation else None})
+    return out
 
 
-def _check_group_alter(r, incremental: bool) -> None:
-    """AlterConfigs/IncrementalAlterConfigs on a GROUP resource: Kafka's name and value checks
-    (INVALID_CONFIG), then INVALID_REQUEST because dynamic group configs are not kept."""
+async def _alter_group_configs(runtime, r, incremental: bool, validate_only: bool) -> None:
+    """AlterConfigs/IncrementalAlterConfigs of a GROUP resource (``kafka-configs.sh
+    --entity-type groups``): Kafka's checks (:func:`~litemq.coordinator.group_configs.validate_group_configs`),
+    then the new override set is stored by the group's coordinator.
+
+    Raises:
+        KafkaError: INVALID_REQUEST (no group name), INVALID_CONFIG (unknown name, bad value,
+            APPEND/SUBTRACT), the coordinator's error.
+    """
     if not r.resource_name:
         raise KafkaError("Group name must not be empty", ErrorCode.INVALID_REQUEST)
     for c in r.configs:
-        if c.name not in GROUP_CONFIGS:
+        if c.name not in GROUP_CONFIG_DEFS:
             raise KafkaError(f"Unknown group config name: {c.name}", ErrorCode.INVALID_CONFIG)
-        op = c.config_operation if incremental else SET
-        if op in (APPEND, SUBTRACT):
+        if incremental and c.config_operation in (APPEND, SUBTRACT):
             raise KafkaError(f"{c.name}: APPEND/SUBTRACT apply to list configs only", ErrorCode.INVALID_CONFIG)
-        if op == SET and (c.value is None or not c.value.strip().lstrip("-").isdigit() or int(c.value) < 1):
-            raise KafkaError(f"Invalid value {c.value} for configuration {c.name}: Value must be at least 1",
-                             ErrorCode.INVALID_CONFIG)
-    raise KafkaError("dynamic group configs (KIP-848) are not supported: LiteMQ runs the classic group protocol, "
-                     "every group uses the defaults DescribeConfigs shows", ErrorCode.INVALID_REQUEST)
+    current = {}
+    if incremental:
+        err, current = await runtime.coordinator.group_config_overrides(r.resource_name)
+        if err:
+            raise KafkaError(f"the coordinator of group {r.resource_name} could not be asked", err)
+    new = _altered(current, r.configs, incremental)
+    validate_group_configs(new, runtime.config)
+    if validate_only:
+        return
+    err = await runtime.coordinator.put_group_configs(r.resource_name, normalized(new))
+    if err:
+        raise KafkaError(f"the coordinator of group {r.resource_name} did not store the configs", err)
 
 
 _CONFIG_RESOURCE_ACL = {
@@ -281,7 +300,7 @@ def _config_access_error(ctx, operation: AclOperation, resource_type: int, resou
     return ErrorCode.NONE if allowed else code
 
 
-def handle_describe_configs(ctx, req) -> dict:
+async def handle_describe_configs(ctx, req) -> dict:
     runtime = ctx.runtime
     results = []
     for r in req.resources:
@@ -306,7 +325,11 @@ def handle_describe_configs(ctx, req) -> dict:
             if not r.resource_name:
                 entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
             else:
-                entry["configs"] = _group_config_entries(keys, ctx.version >= 3 and req.include_documentation)
+                try:
+                    entry["configs"] = await _group_config_entries(runtime, r.resource_name, keys,
+                                                                   ctx.version >= 3 and req.include_documentation)
+                except KafkaError as exc:
+                    entry.update(error_code=exc.code, error_message=str(exc))
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
                          error_message=f"Unsupported resource type: {r.resource_type}")
@@ -353,7 +376,9 @@ async def _alter(ctx, req, incremental: bool) -> dict:
             if denied:
                 raise KafkaError("Authorization failed.", denied)
             if r.resource_type == GROUP_RESOURCE:
-                _check_group_alter(r, incremental)
+                await _alter_group_configs(runtime, r, incremental, req.validate_only)
+                out.append(entry)
+                continue
             if r.resource_type == BROKER_RESOURCE:
                 # kafka-configs.sh --entity-type brokers (--entity-name N | --entity-default)
                 resource = r.resource_name or dynamic_config.DEFAULT_RESOURCE
@@ -366,7 +391,7 @@ async def _alter(ctx, req, incremental: bool) -> dict:
                 out.append(entry)
                 continue
             if r.resource_type != TOPIC_RESOURCE:
-                raise KafkaError("only topic and broker configs can be altered", ErrorCode.INVALID_REQUEST)
+                raise KafkaError("only topic, broker and group configs can be altered", ErrorCode.INVALID_REQUEST)
             info = runtime.metadata.topics.get(r.resource_name)
             if info is None:
                 raise KafkaError("unknown topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -475,6 +500,8 @@ async def handle_elect_leaders(ctx, req) -> dict:
 
 
 def register(runtime) -> None:
+    if runtime.cluster is not None:  # group configs live with the group's coordinator
+        runtime.cluster.rpc_ops["group_configs"] = lambda peer_id, req: runtime.coordinator.serve_group_configs_rpc(req)
     runtime.register(43, handle_elect_leaders)
     runtime.register(19, handle_create_topics)
     runtime.register(20, handle_delete_topics)
