@@ -285,13 +285,15 @@ class Connection(asyncio.Protocol):
             log.exception("handler for api_key=%d v%d failed", api_key, version)
             self.abort(f"internal error: {exc}")
             return
-        if asyncio.iscoroutine(result):
+        if isinstance(result, asyncio.Future):  # a handler's own future (produce acks=all): no task
+            result.add_done_callback(lambda t: self._task_done(t, header, slot))
+        elif asyncio.iscoroutine(result):
             task = runtime.spawn(result)
             task.add_done_callback(lambda t: self._task_done(t, header, slot))
         elif slot is not None:
             self._respond(slot, header, result)
 
-    def _task_done(self, task: asyncio.Task, header: frames.RequestHeader, slot: _Slot | None) -> None:
+    def _task_done(self, task: asyncio.Future, header: frames.RequestHeader, slot: _Slot | None) -> None:
         if task.cancelled():
             return
         exc = task.exception()

@@ -104,18 +104,45 @@ def handle_produce(ctx, req):
     return _await_commit(body, waits, req.timeout_ms)
 
 
-async def _await_commit(body: dict, waits, timeout_ms: int) -> dict:
-    """acks=all: answer once every partition's high watermark covers its append."""
+def _await_commit(body: dict, waits, timeout_ms: int) -> asyncio.Future:
+    """acks=all: a future of the response ``body``, completed once every partition's high
+    watermark covers its append, or after ``timeout_ms`` with REQUEST_TIMED_OUT on the
+    partitions still waiting (a KafkaError of a waiter, e.g. a lost leadership, becomes that
+    partition's error code). Plain callbacks on the waiters' futures and one timer: no task
+    and no ``asyncio.wait`` per request (the produce path's per-request cost)."""
     futures = [p.waiter(off) for _, p, off in waits]
-    done, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
-    for (resp, _p, _off), fut in zip(waits, futures):
-        if fut in pending:
-            fut.cancel()
-            resp.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="not committed within timeout_ms")
-        elif fut.exception() is not None:
-            exc = fut.exception()
-            resp.update(error_code=getattr(exc, "code", ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
-    return body
+    loop = futures[0].get_loop()
+    out = loop.create_future()
+    left = [sum(1 for f in futures if not f.done())]
+
+    def finish() -> None:
+        if out.done():
+            return
+        timer.cancel()
+        for (resp, _p, _off), fut in zip(waits, futures):
+            if not fut.done():
+                fut.cancel()
+                resp.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="not committed within timeout_ms")
+            elif fut.cancelled():  # nothing cancels a waiter today; never report it committed
+                resp.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, error_message="commit wait cancelled")
+            elif fut.exception() is not None:
+                exc = fut.exception()
+                resp.update(error_code=getattr(exc, "code", ErrorCode.KAFKA_STORAGE_ERROR), error_message=str(exc))
+        out.set_result(body)
+
+    def one_done(_fut: asyncio.Future) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            finish()
+
+    timer = loop.call_later(max(timeout_ms, 0) / 1000, finish)
+    if left[0] == 0:
+        finish()
+    else:
+        for fut in futures:
+            if not fut.done():
+                fut.add_done_callback(one_done)
+    return out
 
 
 # ---------------------------------------------------------------- transactional produce (KIP-890 part 1)
@@ -167,7 +194,7 @@ async def _verify_then_produce(ctx, req, unverified):
     for t in req.topic_data:
         t.partition_data = [pd for pd in t.partition_data if (t.name, pd.index) not in refused]
     body = handle_produce(ctx, req)
-    if asyncio.iscoroutine(body):
+    if isinstance(body, asyncio.Future):
         body = await body
     if body is None:
         return None

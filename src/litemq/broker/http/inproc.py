@@ -96,7 +96,7 @@ async def run_local(runtime: "HttpRuntime", api_key: int, version: int, request:
     msg, _ = request_spec(api_key).decode(request, version)
     header = frames.RequestHeader(api_key, version, 0, CLIENT_ID)
     result = runtime.handlers[api_key](RequestContext(header, caller, runtime), msg)
-    if asyncio.iscoroutine(result):
+    if asyncio.isfuture(result) or asyncio.iscoroutine(result):  # produce acks=all answers a future
         result = await result
     if result is None:
         return None
