@@ -98,15 +98,19 @@ def test_learner_receives_the_log_and_has_progress_but_no_vote_in_commits():
     assert leader.match_offset(4) == leader.last_offset and 4 in leader.match_offsets()
     assert leader.match_offset(9) is None and learner.match_offset(4) is None
     assert leader.active_voters() == {1, 2, 3}
-    # cut the leader off from both other voters: leader + learner are not a quorum
+    c.add_node(5)
+    leader.propose_add_learner(5)
+    _settle(c)
+    # cut the leader off from both other voters: leader + 2 learners (3 of 5 members) are
+    # not a quorum of the voters
     others = [v for v in (1, 2, 3) if v != leader.id]
     for v in others:
         c.blocked |= {(leader.id, v), (v, leader.id)}
     e2 = leader.propose(b"y")
     c.pump()
     c.deliver()
-    assert leader.match_offset(4) >= e2.offset  # the learner has it ...
-    assert leader.commit_index < e2.offset       # ... and it does not count
+    assert leader.match_offset(4) >= e2.offset and leader.match_offset(5) >= e2.offset  # the learners have it
+    assert leader.commit_index < e2.offset  # ... and they do not count
 
 
 def test_learner_never_campaigns_nor_is_asked_for_a_vote():

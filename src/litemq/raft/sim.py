@@ -5,8 +5,9 @@ nodes tick every ``tick_steps`` steps), a network that drops, delays, duplicates
 messages, symmetric and one-way partitions, crashes that lose whatever the caller had not
 made durable yet (a Ready may be cut short after its entries were written but before its hard
 state was, or before its messages were all sent), restarts from the durable state, client
-proposals, leadership transfers, single-voter membership changes and log compaction with
-snapshots. A failing seed is reported by number and reproduces with ``--seed N``.
+proposals, leadership transfers, membership changes one server at a time (a spare joins as a
+learner, is promoted once caught up, voters and learners are removed, the leader included) and
+log compaction with snapshots. A failing seed is reported by number and reproduces with ``--seed N``.
 
 Invariants checked after every step (``Violation`` on failure):
 
@@ -18,6 +19,9 @@ Invariants checked after every step (``Violation`` on failure):
 - Monotonicity: a node's commit index (= high watermark - 1) never goes backwards while it
   runs; after a restart it starts from its persisted commit index, never lower; the persisted
   term never decreases and the persisted vote never changes within a term.
+- One change at a time (thesis §4.1): in every node's log two consecutive configurations
+  differ in the role of one server at most, and a leader's log never holds more than one
+  ``CONFIG`` entry above the highest offset known committed anywhere.
 
 ``--digest`` prints, per seed, a CRC-32 of every Ready the nodes produced (entries, hard
 state, messages, committed entries...) and one of the committed log, so that two versions of
@@ -41,14 +45,16 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from litemq.raft.log import MemoryLog
 from litemq.raft.config import RaftConfig
 from litemq.raft.errors import RaftError
+from litemq.raft.log import MemoryLog
+from litemq.raft.membership import changed_members
 from litemq.raft.node import RaftNode
 from litemq.raft.ready import Ready
-from litemq.raft.types import Entry, EntryKind, HardState, Role, Snapshot
+from litemq.raft.reconfigure import ConfStepKind, next_conf_step
+from litemq.raft.types import ConfState, Entry, EntryKind, HardState, Role, Snapshot, decode_config
 
-__all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "run_seed"]
+__all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "reassign_config_for", "run_seed"]
 
 
 class Violation(AssertionError):
@@ -66,7 +72,7 @@ class SimConfig:
     voters: int = 3
     """Initial voters (nodes 1..voters)."""
     spares: int = 1
-    """Extra nodes that may be added as voters by membership changes."""
+    """Extra nodes that may join (as learners, then promoted) by membership changes."""
     steps: int = 2000
     tick_steps: int = 4
     raft: RaftConfig = field(default_factory=RaftConfig)
@@ -88,12 +94,21 @@ class SimConfig:
     """Bound on ticks, once healed, until a leader is elected and a new proposal commits."""
     liveness_catch_up_ticks: int = 400
     """Further bound until every voter has caught up to that proposal."""
+    reassign: bool = False
+    """Instead of random membership changes, move the voters from the first ``voters`` nodes
+    to the last ``voters`` ones (a partition reassignment: learners, catch-up, promotion,
+    removals, the leader's too), cancelling and resuming at random; the move must be complete
+    within ``reassign_ticks`` of the liveness phase."""
+    p_cancel: float = 0.05
+    """Per reassignment step: swap the target and the original voter set (cancel / redo)."""
+    reassign_ticks: int = 600
+    reassign_max_lag_offsets: int = 2
 
 
 class _Node:
     """One simulated broker: durable state (log + hard state) survives crashes, the rest not."""
 
-    __slots__ = ("id", "log", "hs", "raft", "digest", "applied", "applied_voters",
+    __slots__ = ("id", "log", "hs", "raft", "digest", "applied", "applied_conf",
                  "last_commit", "restarts", "leader_terms_checked")
 
     def __init__(self, node_id: int, voters: frozenset[int]) -> None:
@@ -103,7 +118,7 @@ class _Node:
         self.raft: RaftNode | None = None
         self.digest = 0
         self.applied = -1
-        self.applied_voters = voters
+        self.applied_conf = ConfState(voters)
         self.last_commit = -1
         self.restarts = 0
         self.leader_terms_checked: set[int] = set()
@@ -128,9 +143,15 @@ class Simulation:
         self.digests: dict[int, int] = {-1: 0}
         self.leaders: dict[int, int] = {}
         self.proposals = 0
+        self.max_committed = -1
+        """Highest offset known committed on some node."""
         self.trace: deque[str] = deque(maxlen=200)
         self.lossy = True
         self.fifo: dict[tuple[int, int], int] = {}
+        self.original = initial
+        self.target = frozenset(self.ids[-cfg.voters:])
+        """Reassignment mode: the voter set the group is moving to."""
+        self.reassign_steps: list[str] = []
         for node in self.nodes.values():
             self._start(node)
 
@@ -146,7 +167,7 @@ class Simulation:
         )
         node.digest = snap.data
         node.applied = snap.offset
-        node.applied_voters = snap.voters or frozenset()
+        node.applied_conf = ConfState(snap.voters or frozenset(), snap.learners)
         node.last_commit = node.raft.commit_index
         if node.last_commit < node.hs.commit_index:
             self.fail(f"node {node.id} restarted below its persisted commit index")
@@ -262,7 +283,8 @@ class Simulation:
             want = self.digests.get(snap.offset)
             if want is not None and snap.data is not None and want != snap.data:
                 self.fail(f"node {node.id} installed a snapshot @{snap.offset} with a wrong state")
-            node.digest, node.applied, node.applied_voters = snap.data, snap.offset, snap.voters
+            node.digest, node.applied = snap.data, snap.offset
+            node.applied_conf = ConfState(snap.voters or frozenset(), snap.learners)
         for e in rd.committed_entries:
             if e.offset != node.applied + 1:
                 self.fail(f"node {node.id} applied {e.offset} after {node.applied}")
@@ -270,15 +292,15 @@ class Simulation:
             node.digest = zlib.crc32(b"%d:%d:%d:" % (e.offset, e.term, e.count) + bytes(e.payload), node.digest)
             node.applied = e.last_offset
             if e.kind == EntryKind.CONFIG:
-                from litemq.raft.types import decode_voters
-
-                node.applied_voters = decode_voters(e.payload)
+                node.applied_conf = decode_config(e.payload)
             want = self.digests.setdefault(node.applied, node.digest)
             if want != node.digest:
                 self.fail(f"node {node.id} state after applying {node.applied} differs")
 
     def _observe_committed(self, node: _Node, e: Entry) -> None:
         known = self.committed.setdefault(e.offset, e)
+        if e.last_offset > self.max_committed:
+            self.max_committed = e.last_offset
         if known != e:
             self.fail(f"node {node.id} has committed {e} but {known} was committed")
 
@@ -304,6 +326,7 @@ class Simulation:
                     for e in raft.entries(start, c + 1):
                         self._observe_committed(node, e)
                 node.last_commit = c
+            self._check_configs(node)
             if raft.role is Role.LEADER:
                 term = raft.term
                 other = self.leaders.setdefault(term, node.id)
@@ -316,6 +339,21 @@ class Simulation:
                     for off, e in self.committed.items():
                         if off >= first and raft.term_at(off) != e.term:
                             self.fail(f"leader {node.id} of term {term} lacks committed entry {e}")
+
+    def _check_configs(self, node: _Node) -> None:
+        """One change at a time: consecutive configurations in the node's log differ in one
+        server's role at most; a leader holds at most one ``CONFIG`` entry above the highest
+        offset known committed."""
+        m = node.raft.membership
+        prev = m.base[1]
+        for off, conf in m.changes:
+            if prev.voters and len(changed_members(prev, conf)) > 1:  # empty: a spare knew none
+                self.fail(f"node {node.id}: config @{off} {conf} changes more than one server after {prev}")
+            prev = conf
+        if node.raft.role is Role.LEADER:
+            pending = [off for off, _ in m.changes if off > self.max_committed]
+            if len(pending) > 1:
+                self.fail(f"leader {node.id} holds {len(pending)} uncommitted config entries {pending}")
 
     # ------------------------------------------------------------------ driver
     def live(self) -> list[_Node]:
@@ -392,46 +430,109 @@ class Simulation:
                     self.trace.append(f"{self.now} transfer {leader.id} -> {to}")
                     leader.raft.transfer_leadership(to)
         if r() < cfg.p_member:
-            self._membership()
+            if cfg.reassign:
+                if r() < cfg.p_cancel:
+                    self.target, self.original = self.original, self.target
+                    self.trace.append(f"{self.now} reassignment now toward {sorted(self.target)}")
+                self._reassign()
+            else:
+                self._membership()
         if r() < cfg.p_compact:
             live = self.live()
             if live:
                 self._compact(rng.choice(live))
 
     def _membership(self) -> None:
+        """One single-server change, picked among those allowed: add a spare as a learner,
+        promote a caught-up learner, remove a learner, remove a voter (the leader too), rarely
+        add a spare directly as a voter or demote a voter to a learner. The voter count stays
+        in ``[max(2, voters - 1), voters + spares]``."""
         leader = self.leader()
         if leader is None or not leader.raft.config_change_allowed():
             return
         raft, rng = leader.raft, self.rng
-        voters = raft.voters
+        voters, learners = raft.voters, raft.learners
         lo, hi = max(2, self.cfg.voters - 1), self.cfg.voters + self.cfg.spares
-        spares = [i for i in self.ids if i not in voters]
-        if spares and (len(voters) <= lo or (len(voters) < hi and rng.random() < 0.5)):
-            v = rng.choice(spares)
-            raft.propose_add_voter(v)
-            self.trace.append(f"{self.now} {leader.id} add voter {v}")
-        elif len(voters) > lo:
-            v = rng.choice(sorted(voters))
+        spares = [i for i in self.ids if i not in voters and i not in learners]
+        options: list[tuple[str, int]] = []
+        if spares:
+            options.append(("add learner", rng.choice(spares)))
+        for lrn in sorted(learners):
+            match = raft.match_offset(lrn)
+            if len(voters) < hi and match is not None and match >= raft.last_offset - 2:
+                options += [("promote learner", lrn)] * 2  # caught up: promote
+            options.append(("remove learner", lrn))
+        if len(voters) > lo:
+            options.append(("remove voter", rng.choice(sorted(voters))))
+            if rng.random() < 0.2:
+                options.append(("demote voter", rng.choice(sorted(voters))))
+        if spares and len(voters) < hi and rng.random() < 0.2:
+            options.append(("add voter", rng.choice(spares)))
+        if not options:
+            return
+        what, v = rng.choice(options)
+        if what == "add learner":
+            raft.propose_add_learner(v)
+        elif what == "promote learner":
+            raft.propose_promote_learner(v)
+        elif what == "remove learner":
+            raft.propose_remove_learner(v)
+        elif what == "remove voter":
             raft.propose_remove_voter(v)
-            self.trace.append(f"{self.now} {leader.id} remove voter {v}")
+        elif what == "demote voter":
+            raft.propose_config(voters - {v}, learners | {v})
+        else:
+            raft.propose_add_voter(v)
+        self.trace.append(f"{self.now} {leader.id} {what} {v} -> {raft.conf_state}")
+
+    def _reassign(self) -> ConfStepKind | None:
+        """One step of the move toward ``self.target`` on the current leader
+        (:func:`~litemq.raft.reconfigure.next_conf_step`); the step's kind, ``None`` without a
+        leader that may change its configuration now."""
+        leader = self.leader()
+        if leader is None or not leader.raft.config_change_allowed():
+            return None
+        raft = leader.raft
+        step = next_conf_step(raft.conf_state, self.target, raft.id, raft.match_offset, raft.last_offset,
+                              self.cfg.reassign_max_lag_offsets)
+        if step.conf is not None:
+            raft.propose_config(step.conf.voters, step.conf.learners)
+            self.reassign_steps.append(f"{step.kind.value} {step.node}")
+            self.trace.append(f"{self.now} {leader.id} {step.kind.value} {step.node} -> {step.conf}")
+        return step.kind
+
+    def finish_reassignment(self) -> None:
+        """Healed, no faults: the move toward ``self.target`` must complete (every member of
+        the final configuration holding it) within ``reassign_ticks``."""
+        cfg = self.cfg
+        deadline = self.now + cfg.reassign_ticks * cfg.tick_steps
+        while self.now < deadline:
+            self.step(faults=False)
+            if self._reassign() is ConfStepKind.DONE:
+                leader = self.leader().raft
+                members = [self.nodes[i].raft for i in sorted(leader.conf_state.members)]
+                if all(n is not None and n.conf_state == leader.conf_state for n in members) \
+                        and leader.commit_index >= leader.membership.offset:
+                    return
+        self.fail(f"reassignment to {sorted(self.target)} not done within {cfg.reassign_ticks} ticks")
 
     def _compact(self, node: _Node) -> None:
         """Metadata style: snapshot the state machine at its applied offset and drop the
         prefix. Partition style (``apply_entries=False``): retention moves the log start
         offset up to the high watermark; the snapshot has no data ("start afresh")."""
         if self.cfg.raft.apply_entries:
-            upto, voters, data = node.applied, node.applied_voters, node.digest
+            upto, conf, data = node.applied, node.applied_conf, node.digest
         else:
-            upto, voters, data = node.raft.commit_index, node.raft.voters_at(node.raft.commit_index), None
+            upto, conf, data = node.raft.commit_index, node.raft.conf_state_at(node.raft.commit_index), None
         if upto <= node.log.log_start_offset - 1 or node.log.term_at(upto) is None:
             return
-        node.log.compact(Snapshot(upto, node.log.term_at(upto), voters, data))
+        node.log.compact(Snapshot(upto, node.log.term_at(upto), conf.voters, data, conf.learners))
         self.trace.append(f"{self.now} {node.id} compact @{upto}")
 
     def check_liveness(self) -> None:
         """Heal everything and stop the faults and the load: a leader must be elected and a
-        new entry committed within ``liveness_commit_ticks``, and every voter must have it
-        within ``liveness_catch_up_ticks`` more (followers may be far behind)."""
+        new entry committed within ``liveness_commit_ticks``, and every voter and learner must
+        have it within ``liveness_catch_up_ticks`` more (followers may be far behind)."""
         self.blocked = set()
         self.lossy = False
         for n in self.nodes.values():
@@ -459,7 +560,7 @@ class Simulation:
                     continue
             if raft.commit_index >= probe.last_offset:
                 committed = True
-            voters = [self.nodes[v] for v in raft.voters]
+            voters = [self.nodes[v] for v in sorted(raft.voters | raft.learners)]
             if all(
                 v.raft is not None
                 and v.raft.commit_index >= probe.last_offset
@@ -473,6 +574,8 @@ class Simulation:
         for _ in range(self.cfg.steps):
             self.step()
         self.check_liveness()
+        if self.cfg.reassign:
+            self.finish_reassignment()
 
 
     def committed_digest(self) -> int:
@@ -487,7 +590,8 @@ def run_seed(seed: int, cfg: SimConfig | None = None, digest: bool = False) -> S
 
 
 def config_for(seed: int, steps: int = 2000) -> SimConfig:
-    """Seeds alternate between 3-voter and 5-voter groups; every third seed sends one entry
+    """Seeds alternate between 3-voter and 5-voter groups (one spare node, two for every
+    seventh seed, to join as learners); every third seed sends one entry
     per Append (old-term entries then reach a quorum alone); every tenth runs without PreVote
     and CheckQuorum (safety must not depend on them), and every tenth like a partition
     (no committed entries handed back, retention instead of state machine snapshots); seeds
@@ -507,7 +611,21 @@ def config_for(seed: int, steps: int = 2000) -> SimConfig:
         raft = RaftConfig(max_append_bytes=16, max_inflight_appends=8)
     if seed % 4 >= 2:  # half the seeds: a caught-up new leader appends no no-op, as partitions do
         raft = dataclasses.replace(raft, noop_only_when_needed=True)
-    return SimConfig(voters=5 if seed % 2 else 3, spares=1, steps=steps, raft=raft, p_member=p_member)
+    return SimConfig(voters=5 if seed % 2 else 3, spares=1 + (seed % 7 == 3), steps=steps, raft=raft,
+                     p_member=p_member)
+
+
+def reassign_config_for(seed: int, steps: int = 2000) -> SimConfig:
+    """:func:`config_for` in reassignment mode: 3 voters moving to a set sharing one server
+    with them ({1,2,3} -> {3,4,5}) or none ({1,2,3} -> {4,5,6}, every third seed), 5 voters
+    moving by two servers; membership steps are tried often (a move takes several)."""
+    cfg = config_for(seed, steps)
+    if seed % 10 == 9:  # no PreVote/CheckQuorum: a removed server would disrupt forever
+        cfg.raft = RaftConfig()
+    cfg.spares = 3 if cfg.voters == 3 and seed % 3 == 0 else 2
+    cfg.reassign = True
+    cfg.p_member = 0.03
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -517,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="run only this seed (reproduce a failure)")
     p.add_argument("--steps", type=int, default=2000, help="steps per seed")
     p.add_argument("--trace", action="store_true", help="print the event trace of a failure")
+    p.add_argument("--reassign", action="store_true",
+                   help="move the voters to other nodes (learners, promotion, removals) instead of random changes")
     p.add_argument("--digest", action="store_true",
                    help="print per seed a CRC-32 of every Ready (messages included) and of the committed log")
     args = p.parse_args(argv)
@@ -526,7 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     commits = 0
     for seed in seeds:
         try:
-            sim = run_seed(seed, config_for(seed, args.steps), args.digest)
+            make = reassign_config_for if args.reassign else config_for
+            sim = run_seed(seed, make(seed, args.steps), args.digest)
             commits += len(sim.committed)
             if args.digest:
                 print(f"seed {seed} readies {sim.ready_digest:08x} committed {sim.committed_digest():08x} "
