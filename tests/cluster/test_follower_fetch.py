@@ -4,8 +4,8 @@
 run Kafka's RackAwareReplicaSelector, broker 1 none, so a partition led by 2 sends consumers of
 another rack to their rack's follower, one led by 1 serves every consumer itself.
 
-- Every broker registers its ``broker.rack``: Metadata, DescribeCluster and the ``status`` RPC
-  (``litemq cluster status``) show it.
+- Every broker registers its ``broker.rack``: Metadata, DescribeCluster, the ``status`` RPC
+  (``litemq cluster status``), the REST API and DescribeConfigs (read-only) show it.
 - On the wire: the leader answers Fetch v11+ of a consumer in another rack at once with no
   records and ``preferred_read_replica`` = the follower of that rack (-1 for a consumer in its
   own rack, without a rack or in a rack with no replica, and before v11); a follower serves
@@ -34,7 +34,7 @@ from litemq.protocol.records import decode_records
 from litemq.testing.cluster import LocalCluster, wait_for
 from litemq.testing.wire import WireClient
 from tests.cluster.test_cluster_failover import CLIENT, Load, check_no_acked_loss, wait_replicas_caught_up
-from tests.observability.helpers import scrape
+from tests.observability.helpers import get_json, scrape
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -123,6 +123,8 @@ def test_brokers_register_their_racks(cluster):
         return True
 
     wait_for(racks_everywhere, 20, "Metadata, DescribeCluster and status of every broker show racks a, b, c")
+    url = f"{cluster.http_url(1)}/v3/clusters/{cluster.status(1)['cluster_id']}/brokers"  # the REST API
+    assert {b["broker_id"]: b["rack"] for b in get_json(url)["data"]} == RACKS
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     for node, want_selector in ((1, None), (3, RACK_AWARE_REPLICA_SELECTOR)):  # read-only broker configs
         res = ConfigResource("broker", str(node))
