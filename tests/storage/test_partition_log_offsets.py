@@ -2,7 +2,8 @@
 machine over a real :class:`PartitionLog` on disk, against a model.
 
 The log receives what a Raft follower writes: data batches and Raft-internal batches (a new
-leader's LEADER_CHANGE no-op, control key version 1) appended at the log end, truncation of a
+leader's LEADER_CHANGE no-op or a configuration change, KRAFT_VOTERS, both with control key
+version 1) appended at the log end, truncation of a
 divergent suffix, log start moves (retention on the leader, DeleteRecords, a follower following
 its leader's log start), a fresh start at a leader's log start with the leader's count of
 internal offsets below it, segment rolls, a clean close and reopen, and a crash (the object
@@ -22,6 +23,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from litemq.protocol.records import (
+    CONTROL_KRAFT_VOTERS,
+    CONTROL_LEADER_CHANGE,
     RAFT_INTERNAL_KEY_VERSION,
     Record,
     build_batch,
@@ -35,9 +38,10 @@ from litemq.storage.log import PartitionLog
 CONFIG = LogConfig(segment_bytes=600)  # a few batches per segment: rolls, whole-segment deletes
 
 
-def _internal_batch(offset: int) -> bytes:
-    return build_control_batch(base_offset=offset, partition_leader_epoch=1, control_type=2, timestamp_ms=-1,
-                               key_version=RAFT_INTERNAL_KEY_VERSION)
+def _internal_batch(offset: int, control_type: int = CONTROL_LEADER_CHANGE) -> bytes:
+    value = b"\x00\x00\x00\x01\x00\x00\x00\x01" if control_type == CONTROL_KRAFT_VOTERS else None
+    return build_control_batch(base_offset=offset, partition_leader_epoch=1, control_type=control_type,
+                               timestamp_ms=-1, key_version=RAFT_INTERNAL_KEY_VERSION, value=value)
 
 
 class PartitionLogOffsets(RuleBasedStateMachine):
@@ -67,9 +71,9 @@ class PartitionLogOffsets(RuleBasedStateMachine):
             self.values[base + i] = b"v%d" % (base + i)
         self.flags += [False] * count
 
-    @rule()
-    def append_internal(self):
-        self.log.append_as_follower(_internal_batch(len(self.flags)))
+    @rule(control_type=st.sampled_from([CONTROL_LEADER_CHANGE, CONTROL_KRAFT_VOTERS]))
+    def append_internal(self, control_type):
+        self.log.append_as_follower(_internal_batch(len(self.flags), control_type))
         self.flags.append(True)
 
     @rule(data=st.data())

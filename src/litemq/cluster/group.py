@@ -17,7 +17,14 @@ commit index + 1 = high watermark (in log offsets). A new leader's no-op is a Ra
 batch (LEADER_CHANGE, control key version 1, no timestamp): it takes a log offset but no Kafka
 offset (the log's :class:`~litemq.storage.offset_translator.OffsetTranslator`, issue 19), and a
 partition's InstallSnapshot carries the leader's count of internal offsets below its log start
-(8 bytes, big-endian) so a follower starting afresh translates as its leader does. The leader's produce path (:meth:`RaftGroup.leader_append`)
+(8 bytes, big-endian) so a follower starting afresh translates as its leader does. A
+configuration change (a ``CONFIG`` entry: voters and learners) is a Raft-internal batch too
+(KRAFT_VOTERS, control key version 1, value = the entry's payload), read back as a ``CONFIG``
+entry, so a restarted replica rebuilds its configuration from its log; the configuration at or
+below the commit index is also kept in the state file (``conf``), written with an fsync before
+the high watermark that commits it is published (so before retention or DeleteRecords can move
+the log start past it) and before a snapshot install empties the log: it is the configuration
+at the log start that :meth:`PartitionLogView.snapshot` reports. The leader's produce path (:meth:`RaftGroup.leader_append`)
 appends the client's batches to the log first (offsets, epoch and producer sequences are
 checked and stamped by :meth:`PartitionLog.append`), then proposes one entry per batch with the
 stamped bytes as payload, so followers receive exactly the leader's bytes.
@@ -40,8 +47,16 @@ from pathlib import Path
 from typing import Callable
 
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import NO_TIMESTAMP, RAFT_INTERNAL_KEY_VERSION, build_control_batch, iter_batches
+from litemq.protocol.records import (
+    CONTROL_KRAFT_VOTERS,
+    NO_TIMESTAMP,
+    RAFT_INTERNAL_KEY_VERSION,
+    build_control_batch,
+    iter_batches,
+    raft_internal_record,
+)
 from litemq.raft import (
+    ConfState,
     Entry,
     EntryKind,
     HardState,
@@ -76,10 +91,12 @@ class PartitionLogView:
     it holds those entries in its unstable tail.
     """
 
-    def __init__(self, plog: PartitionLog, voters, snapshot_term: int | None = None) -> None:
+    def __init__(self, plog: PartitionLog, voters, snapshot_term: int | None = None, learners=()) -> None:
         self.plog = plog
         self.stable_end = plog.log_end_offset
         self.voters = frozenset(voters)
+        self.learners = frozenset(learners)
+        """The configuration reported at the log start (see the module docstring)."""
         self.snapshot_term = snapshot_term
         self.snapshot_data: bytes | None = None
 
@@ -139,8 +156,14 @@ class PartitionLogView:
             else:
                 offset = prev_end  # a compaction gap belongs to the next batch
             size = h.batch_length + 12
-            kind = EntryKind.CONTROL if h.is_control else EntryKind.DATA
-            out.append(Entry(offset, max(h.partition_leader_epoch, 0), data[pos:pos + size], nxt - offset, kind))
+            payload = data[pos:pos + size]
+            kind = EntryKind.DATA
+            if h.is_control:
+                kind = EntryKind.CONTROL
+                internal = raft_internal_record(data, pos, h)
+                if internal is not None and internal[0] == CONTROL_KRAFT_VOTERS:
+                    kind, payload = EntryKind.CONFIG, internal[1]  # the core's config payload
+            out.append(Entry(offset, max(h.partition_leader_epoch, 0), payload, nxt - offset, kind))
             prev_end = nxt
         return out
 
@@ -149,7 +172,7 @@ class PartitionLogView:
         data = self.snapshot_data
         if data is None:  # a partition: the internal offsets below the log start (issue 19)
             data = _DELTA.pack(self.plog.translator.base_delta)
-        return Snapshot(start - 1, self._start_term(), self.voters, data)
+        return Snapshot(start - 1, self._start_term(), self.voters, data, self.learners)
 
 
 class RaftGroup:
@@ -160,7 +183,11 @@ class RaftGroup:
             scheduling of :meth:`process`).
         group_id: ``"topic-partition"`` or ``"__cluster_metadata"``.
         plog: the replica's log.
-        voters: node ids of the replicas (Raft voters).
+        voters: node ids of the replicas (Raft voters). For a partition group only when the
+            state file records no configuration yet (a new replica, or one written before
+            configurations were kept); otherwise the recorded one wins, and the log's
+            ``CONFIG`` batches above it apply. The metadata group always starts from
+            ``voters`` (its quorum comes from ``--peers``).
         apply_entries: hand committed entries to ``on_ready`` (the metadata group).
         on_ready: called with each handled :class:`Ready` before ``advance``.
     """
@@ -175,8 +202,15 @@ class RaftGroup:
         self.failed = False
         self._state_lock = threading.Lock()
         self._written_term = -1
+        self._written_hs: HardState | None = None
         state = self._read_state()
-        self.view = PartitionLogView(plog, voters, state.get("snapshot_term"))
+        conf = state.get("conf")
+        if not apply_entries and isinstance(conf, dict) and conf.get("voters"):  # a partition group
+            voters = conf["voters"]
+            learners = conf.get("learners") or ()
+        else:
+            learners = ()
+        self.view = PartitionLogView(plog, voters, state.get("snapshot_term"), learners)
         if snapshot is not None:  # metadata group: (term, image) at log start - 1
             self.view.snapshot_term, self.view.snapshot_data = snapshot
         commit = int(state.get("commit_index", -1))
@@ -230,9 +264,13 @@ class RaftGroup:
         state never replaces one with a higher term (a vote must not be rolled back)."""
         with self._state_lock:
             if hs.term < self._written_term:
-                return
+                if self._written_hs is None:
+                    return
+                hs = self._written_hs  # keep the newer term and vote (the configuration may be new)
+            view = self.view
             body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
-                               "snapshot_term": self.view.snapshot_term}).encode()
+                               "snapshot_term": view.snapshot_term,
+                               "conf": {"voters": sorted(view.voters), "learners": sorted(view.learners)}}).encode()
             path = self._state_path
             tmp = path.with_suffix(".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -244,6 +282,7 @@ class RaftGroup:
                 os.close(fd)
             os.replace(tmp, path)
             self._written_term = hs.term
+            self._written_hs = hs
 
     def checkpoint_commit(self) -> None:
         """Lazily persist a moved commit index (no fsync; like Kafka's HW checkpoint). Skipped
@@ -281,6 +320,10 @@ class RaftGroup:
             payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
                                           control_type=CONTROL_LEADER_CHANGE, timestamp_ms=NO_TIMESTAMP,
                                           key_version=RAFT_INTERNAL_KEY_VERSION)
+        elif e.kind == EntryKind.CONFIG:  # the same bytes on every replica: nothing varies
+            payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
+                                          control_type=CONTROL_KRAFT_VOTERS, timestamp_ms=NO_TIMESTAMP,
+                                          key_version=RAFT_INTERNAL_KEY_VERSION, value=bytes(e.payload))
         self.plog.append_as_follower(payload)
 
     def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
@@ -330,6 +373,10 @@ class RaftGroup:
         plog = self.plog
         try:
             if rd.snapshot is not None:
+                snap = rd.snapshot
+                if snap.voters is not None:
+                    # durable before the log that held the configuration is emptied
+                    self._set_conf(ConfState(snap.voters, snap.learners), max(rd.commit_index, snap.offset))
                 data = rd.snapshot.data
                 internal_below = None
                 if self.group_type == "partition" and isinstance(data, (bytes, bytearray, memoryview)) \
@@ -338,8 +385,6 @@ class RaftGroup:
                 plog.truncate_fully_and_start_at(rd.snapshot.offset + 1, internal_below)
                 self.view.snapshot_term = rd.snapshot.term
                 self.view.stable_end = rd.snapshot.offset + 1
-                if rd.snapshot.voters is not None:
-                    self.view.voters = rd.snapshot.voters
             if rd.truncate_to is not None:
                 plog.truncate_to(rd.truncate_to)
                 self.view.stable_end = min(self.view.stable_end, plog.log_end_offset)
@@ -406,6 +451,7 @@ class RaftGroup:
                 self._saved_hs = rd.hard_state
             if rd.hard_state.commit_index != self._saved_hs.commit_index:
                 self._commit_dirty = True
+        self._keep_committed_conf()
         if self.on_ready is not None:
             try:
                 self.on_ready(rd)
@@ -413,6 +459,32 @@ class RaftGroup:
                 log.exception("%s: Ready listener failed", self.group_id)
         self.node.advance(rd)
         self.host.mark_dirty(self)
+
+    def _keep_committed_conf(self) -> None:
+        """Record the configuration in effect at the commit index (if its ``CONFIG`` batch is
+        durable here) in the state file, fsynced, before the caller publishes the high
+        watermark: retention and DeleteRecords stay below it, so the log start never passes a
+        configuration the state file does not know (see the module docstring)."""
+        node = self.node
+        upto = min(node.commit_index, self.view.stable_end - 1)
+        conf = node.conf_state_at(upto)
+        if conf is None or not conf.voters:
+            return
+        try:
+            self._set_conf(conf, upto)
+        except OSError as exc:
+            log.error("%s: cannot record the configuration: %s; replica goes offline", self.group_id, exc)
+            self.failed = True
+
+    def _set_conf(self, conf: ConfState, commit_index: int) -> None:
+        """Make ``conf`` the configuration of the log start and write it durably (fsync; rare:
+        once per configuration change). Raises OSError."""
+        view = self.view
+        if conf.voters == view.voters and conf.learners == view.learners:
+            return
+        view.voters, view.learners = conf.voters, conf.learners
+        hs = self._saved_hs
+        self.write_state(HardState(hs.term, hs.voted_for, max(commit_index, hs.commit_index)), sync=True)
 
     def close(self) -> None:
         self.closed = True

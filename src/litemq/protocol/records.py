@@ -879,6 +879,12 @@ CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 CONTROL_LEADER_CHANGE = 2
 """Control record types (Kafka ``ControlRecordType``): 0/1 transaction markers, 2 Raft."""
+CONTROL_KRAFT_VOTERS = 6
+"""Kafka ``ControlRecordType.KRAFT_VOTERS``. With key version :data:`RAFT_INTERNAL_KEY_VERSION`
+it is LiteMQ's Raft configuration batch (a ``CONFIG`` entry of a partition's Raft group): its
+value is the entry's payload, ``litemq.raft.encode_config(voters, learners)``, not Kafka's
+``VotersRecord``."""
+RAFT_INTERNAL_CONTROL_TYPES = frozenset({CONTROL_LEADER_CHANGE, CONTROL_KRAFT_VOTERS})
 
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 RAFT_INTERNAL_KEY_VERSION = 1
@@ -940,20 +946,32 @@ def parse_end_txn_marker(value: bytes | None) -> tuple[int, int]:
     return _END_TXN_MARKER.unpack_from(value)
 
 
-def is_raft_internal_batch(buf, pos: int, h: BatchHeader) -> bool:
-    """Whether the batch at ``buf[pos:]`` (header ``h``) is Raft-internal: a non-transactional
-    control batch without producer id whose one record's key is version
-    :data:`RAFT_INTERNAL_KEY_VERSION`, type LEADER_CHANGE. Data batches are decided from the
-    header alone; only control batches are decoded. An undecodable control batch is not
-    internal (it keeps its offset)."""
+def raft_internal_record(buf, pos: int, h: BatchHeader) -> tuple[int, bytes] | None:
+    """``(control type, value)`` of the batch at ``buf[pos:]`` (header ``h``) if it is
+    Raft-internal: a non-transactional, uncompressed control batch without producer id whose
+    one record's key is version :data:`RAFT_INTERNAL_KEY_VERSION` with a type in
+    :data:`RAFT_INTERNAL_CONTROL_TYPES` (LEADER_CHANGE: a new leader's no-op; KRAFT_VOTERS: a
+    configuration change). ``None`` otherwise. Data batches are decided from the header alone;
+    only control batches are decoded. An undecodable control batch is not internal."""
     if not h.attributes & CONTROL_FLAG or h.attributes & TRANSACTIONAL_FLAG or h.producer_id != NO_PRODUCER_ID:
-        return False
+        return None
     if h.records_count != 1 or h.attributes & COMPRESSION_MASK:
-        return False
+        return None
     try:
         _, recs = decode_batch(buf, pos, check_crc=False)
         key = recs[0].key
-        return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key) == (
-            RAFT_INTERNAL_KEY_VERSION, CONTROL_LEADER_CHANGE)
+        if key is None or len(key) < 4:
+            return None
+        version, control_type = _CONTROL_KEY.unpack_from(key)
+        if version != RAFT_INTERNAL_KEY_VERSION or control_type not in RAFT_INTERNAL_CONTROL_TYPES:
+            return None
+        return control_type, bytes(recs[0].value or b"")
     except (CorruptRecordError, InvalidRecordError, IndexError):
-        return False
+        return None
+
+
+def is_raft_internal_batch(buf, pos: int, h: BatchHeader) -> bool:
+    """Whether the batch at ``buf[pos:]`` (header ``h``) is Raft-internal
+    (:func:`raft_internal_record`): it keeps its Raft offset but takes no Kafka offset and is
+    never sent to clients (storage/offset_translator.py)."""
+    return raft_internal_record(buf, pos, h) is not None
