@@ -1,9 +1,12 @@
-"""DescribeConfigs/AlterConfigs on GROUP config resources (type 32, KIP-848 group configs) and
-unknown resource types, with confluent-kafka, kafka-python and raw requests."""
+"""DescribeConfigs/AlterConfigs/IncrementalAlterConfigs on GROUP config resources (type 32,
+Kafka 4.1 group configs: consumer.* and share.*) and unknown resource types, with
+confluent-kafka, kafka-python and raw requests. (Their effect on share groups and their
+persistence: tests/groups/test_share_group_configs.py.)"""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from litemq.protocol.errors import ErrorCode
@@ -18,16 +21,43 @@ def test_describe_group_configs_confluent(shared_broker):
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
     res = ConfigResource(ResourceType.GROUP, unique_name("never-seen-group"))  # defaults for any group id
     got = admin.describe_configs([res])[res].result(timeout=30)
+    default = ConfigSource.DEFAULT_CONFIG.value
     assert {k: (v.value, v.source, v.is_default, v.is_read_only) for k, v in got.items()} == {
-        "consumer.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value, True, False),
-        "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value, True, False)}
+        "consumer.session.timeout.ms": ("45000", default, True, False),
+        "consumer.heartbeat.interval.ms": ("5000", default, True, False),
+        "share.session.timeout.ms": ("45000", default, True, False),
+        "share.heartbeat.interval.ms": ("5000", default, True, False),
+        "share.record.lock.duration.ms": ("30000", default, True, False),
+        "share.auto.offset.reset": ("latest", default, True, False),
+        "share.isolation.level": ("read_uncommitted", default, True, False)}
 
-    alter = ConfigResource(ResourceType.GROUP, "g1", incremental_configs=[
+    group = unique_name("g1")
+    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
-    assert error_code(admin.incremental_alter_configs([alter])[alter]) == KafkaError.INVALID_REQUEST
-    alter = ConfigResource(ResourceType.GROUP, "g1", incremental_configs=[
-        ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)])
-    assert error_code(admin.incremental_alter_configs([alter])[alter]) == KafkaError.INVALID_CONFIG
+    admin.incremental_alter_configs([alter])[alter].result(timeout=30)
+    res = ConfigResource(ResourceType.GROUP, group)
+    got = admin.describe_configs([res])[res].result(timeout=30)
+    assert (got["consumer.session.timeout.ms"].value, got["consumer.session.timeout.ms"].source) == (
+        "50000", ConfigSource.GROUP_CONFIG.value)
+    # Kafka's validation: names, types, validators, the broker-level bounds, session > heartbeat
+    for name, value, message in [("no.such.config", "1", "Unknown group config name"),
+                                 ("consumer.session.timeout.ms", "70000", "less than or equal to "
+                                                                          "group.consumer.max.session.timeout.ms"),
+                                 ("share.record.lock.duration.ms", "x", "Not a number of type INT"),
+                                 ("share.record.lock.duration.ms", "14999", "greater than or equal to "
+                                                                            "group.share.min.record.lock.duration.ms"),
+                                 ("share.auto.offset.reset", "newest", "String must be one of: latest, earliest"),
+                                 ("share.heartbeat.interval.ms", "15000", None)]:
+        alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        fut = admin.incremental_alter_configs([alter])[alter]
+        if message is None:
+            fut.result(timeout=30)
+            continue
+        with pytest.raises(KafkaException) as exc:
+            fut.result(timeout=30)
+        assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert message in exc.value.args[0].str(), (name, value, exc.value.args[0].str())
 
 
 def test_config_resource_types_raw(shared_broker):
@@ -46,15 +76,17 @@ def test_config_resource_types_raw(shared_broker):
         assert r[0].configs[0].documentation
         resp = c.request(32, 1, {"resources": [{"resource_type": 32, "resource_name": "g", "configuration_keys": []}],
                                  "include_synonyms": False})
-        assert len(resp.results[0].configs) == 2  # an empty key list means all keys, as in Kafka
+        assert len(resp.results[0].configs) == 7  # an empty key list means all keys, as in Kafka
         assert [x.error_code for x in r[1:]] == [ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
                                                   ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         resp = c.request(44, 1, {"resources": [
             {"resource_type": rt, "resource_name": "g", "configs": [
                 {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}]}
-            for rt in (32, 3, 99)], "validate_only": False})
-        assert [x.error_code for x in resp.responses] == [ErrorCode.INVALID_REQUEST] * 3
-        assert "not supported" in resp.responses[0].error_message
+            for rt in (32, 3, 99)], "validate_only": True})
+        assert [x.error_code for x in resp.responses] == [ErrorCode.NONE] + [ErrorCode.INVALID_REQUEST] * 2
+        resp = c.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": "g", "configs": [
+            {"name": "share.session.timeout.ms", "config_operation": 2, "value": "50000"}]}], "validate_only": False})
+        assert resp.responses[0].error_code == ErrorCode.INVALID_CONFIG  # APPEND: not a list config
         resp = c.request(33, 1, {"resources": [{"resource_type": 32, "resource_name": "g", "configs": [
             {"name": "consumer.session.timeout.ms", "value": "0"}]}], "validate_only": True})
         assert resp.responses[0].error_code == ErrorCode.INVALID_CONFIG

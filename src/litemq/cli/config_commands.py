@@ -1,5 +1,7 @@
 """``litemq config describe|alter``: dynamic broker configs, as ``kafka-configs.sh --entity-type
-brokers`` (``--entity-name N`` = ``--broker N``, ``--entity-default`` = ``--broker-defaults``).
+brokers`` (``--entity-name N`` = ``--broker N``, ``--entity-default`` = ``--broker-defaults``), and
+per-group configs, as ``--entity-type groups --entity-name G`` (``--group G``: Kafka 4.1's
+``consumer.*`` and ``share.*`` group configs, through the AdminClient's GROUP resources).
 
 A broker's own configs go through confluent-kafka's AdminClient (DescribeConfigs and
 IncrementalAlterConfigs on BROKER resource ``N``, which it sends to broker N), so it works against
@@ -98,14 +100,20 @@ def _defaults_request(bootstrap: str, api_key: int, body: dict):
     return result
 
 
-def _resource_name(broker: int | None, broker_defaults: bool) -> str:
-    """The BROKER resource name: the node id, or "" for the cluster-wide default."""
-    if (broker is None) == (not broker_defaults):
-        raise click.UsageError("give exactly one of --broker N and --broker-defaults")
+def _resource_name(broker: int | None, broker_defaults: bool, group: str | None = None) -> str:
+    """The BROKER resource name (the node id, or "" for the cluster-wide default) or the group id."""
+    if (broker is not None) + bool(broker_defaults) + (group is not None) != 1:
+        raise click.UsageError("give exactly one of --broker N, --broker-defaults and --group G")
+    if group is not None:
+        if not group:
+            raise click.UsageError("--group needs a group id")
+        return group
     return "" if broker_defaults else str(broker)
 
 
 def _broker_options(f):
+    f = click.option("--group", default=None, metavar="G",
+                     help="Group G's configs (kafka-configs --entity-type groups --entity-name G).")(f)
     f = click.option("--broker-defaults", is_flag=True,
                      help="The cluster-wide default of every broker (kafka-configs --entity-default).")(f)
     return click.option("--broker", type=click.IntRange(min=0), default=None, metavar="N",
@@ -114,19 +122,28 @@ def _broker_options(f):
 
 @click.group("config")
 def config() -> None:
-    """Describe and alter dynamic broker configs (kafka-configs.sh --entity-type brokers)."""
+    """Describe and alter dynamic broker configs (kafka-configs.sh --entity-type brokers) and
+    group configs (--entity-type groups)."""
 
 
 @config.command("describe")
 @_broker_options
 @bootstrap_option
-def config_describe(broker, broker_defaults, bootstrap) -> None:
+def config_describe(broker, broker_defaults, group, bootstrap) -> None:
     """Every config of broker N with its value, source and whether it is read-only; with
-    --broker-defaults the cluster-wide defaults that are set."""
+    --broker-defaults the cluster-wide defaults that are set; with --group G every group config
+    of G (its own value, or the broker's)."""
     from confluent_kafka.admin import ConfigResource
 
-    name = _resource_name(broker, broker_defaults)
-    if broker_defaults:
+    name = _resource_name(broker, broker_defaults, group)
+    if group is not None:
+        res = ConfigResource("group", name)
+        admin = _admin(bootstrap)  # kept referenced until the result is in
+        try:
+            configs = admin.describe_configs([res])[res].result(timeout=CLIENT_TIMEOUT_S * 3)
+        except Exception as exc:
+            raise CliError(f"cannot describe configs of group {name}: {_reason(exc)}") from None
+    elif broker_defaults:
         result = _defaults_request(bootstrap, DESCRIBE_CONFIGS, {
             "resources": [{"resource_type": BROKER_RESOURCE, "resource_name": "", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False})
@@ -157,16 +174,17 @@ def config_describe(broker, broker_defaults, bootstrap) -> None:
 @click.option("--delete", "deletes", multiple=True, metavar="KEY",
               help="Config to delete, back to the next source (repeatable).")
 @bootstrap_option
-def config_alter(broker, broker_defaults, sets, deletes, bootstrap) -> None:
-    """Set or delete dynamic configs of broker N or of every broker (IncrementalAlterConfigs);
-    applied without a restart. Read-only settings are refused (INVALID_REQUEST)."""
+def config_alter(broker, broker_defaults, group, sets, deletes, bootstrap) -> None:
+    """Set or delete dynamic configs of broker N, of every broker, or of group G
+    (IncrementalAlterConfigs); applied without a restart. Read-only settings are refused
+    (INVALID_REQUEST), unknown or out-of-range group configs too (INVALID_CONFIG)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    name = _resource_name(broker, broker_defaults)
+    name = _resource_name(broker, broker_defaults, group)
     if not sets and not deletes:
         raise click.UsageError("give at least one --set KEY=VALUE or --delete KEY")
     values = _parse_kv(sets, "--set")
-    what = "broker defaults" if broker_defaults else f"broker {name}"
+    what = "broker defaults" if broker_defaults else f"group {name}" if group is not None else f"broker {name}"
     if broker_defaults:
         ops = [{"name": k, "config_operation": SET, "value": v} for k, v in values.items()]
         ops += [{"name": k.strip(), "config_operation": DELETE, "value": None} for k in deletes]
@@ -181,8 +199,10 @@ def config_alter(broker, broker_defaults, sets, deletes, bootstrap) -> None:
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()]
     entries += [ConfigEntry(k.strip(), None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
     admin = _admin(bootstrap)
-    _check_broker(admin, broker)
-    fut = admin.incremental_alter_configs([ConfigResource("broker", name, incremental_configs=entries)])
+    if group is None:
+        _check_broker(admin, broker)
+    fut = admin.incremental_alter_configs([ConfigResource("group" if group is not None else "broker", name,
+                                                          incremental_configs=entries)])
     try:
         next(iter(fut.values())).result(timeout=CLIENT_TIMEOUT_S * 3)
     except Exception as exc:

@@ -212,15 +212,15 @@ class ConsumerGroupManager:
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self.loop.call_later(self.config.group_consumer_session_timeout_ms / 1000,
-                                                    self._on_session_expired, group, member)
+        timeout_ms = self.group_config_int(group.group_id, "consumer.session.timeout.ms")  # its group config
+        member.session_timer = self.loop.call_later(timeout_ms / 1000, self._on_session_expired, group, member)
 
     def _on_session_expired(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         member.session_timer = None
         if group.members.get(member.member_id) is not member or self.groups.get(group.group_id) is not group:
             return
         log.info("group %s: member %s expired (session timeout %d ms)", group.group_id, member.member_id,
-                 self.config.group_consumer_session_timeout_ms)
+                 self.group_config_int(group.group_id, "consumer.session.timeout.ms"))
         self._spawn(self._fence_in_background(group, member, "session timeout"))
 
     def _update_rebalance_timer(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
@@ -434,7 +434,7 @@ class ConsumerGroupManager:
                 and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
         send_assignment = hb.member_epoch == 0 or full or not _assignment_equal(member.assigned, old_assigned)
         return HeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
-                               self.config.group_consumer_heartbeat_interval_ms,
+                               self.group_config_int(group.group_id, "consumer.heartbeat.interval.ms"),
                                dict(member.assigned) if send_assignment else None)
 
     @staticmethod

@@ -40,6 +40,9 @@ from litemq.coordinator.consumer_group import ConsumerGroup
 from litemq.coordinator.consumer_group_manager import ConsumerGroupManager
 from litemq.coordinator.consumer_group_records import SHARE_GROUP_KEY_TYPES, ConsumerGroupKey, decode_any_key
 from litemq.coordinator.group import GroupMetadata, GroupState
+from litemq.coordinator.group_configs import (GROUP_CONFIG_DEFS, decode_group_config_key, decode_group_config_value,
+                                              default_value, encode_group_config_key, encode_group_config_value,
+                                              is_group_config_key)
 from litemq.coordinator.group_manager import (NEW_MEMBER_JOIN_TIMEOUT_MS, GroupMetadataManager, JoinResult,
                                               SyncResult)
 from litemq.coordinator.internal_topic import append_committed, replay_committed
@@ -105,6 +108,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         self.share_loader: ShareGroupLoader | None = None
         self._share_records: dict[int, list[tuple[ConsumerGroupKey, bytes | None]]] = {}
         """Share-group records replayed before :attr:`share_loader` was set, by partition."""
+        self.group_configs: dict[str, dict[str, str]] = {}
+        """Per-group config overrides of the groups coordinated here (group id -> name -> value;
+        :mod:`litemq.coordinator.group_configs`)."""
         configured_assignors(self.config.group_consumer_assignors)  # ValueError: refuse to start
 
     @property
@@ -189,6 +195,79 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         err, _ = await self._append(group_id, records)
         return err
 
+    def group_config(self, group_id: str, name: str) -> str:
+        """The value of group config ``name`` for ``group_id``: its override, else the broker's
+        setting (a group coordinated elsewhere gets the broker's setting)."""
+        return self.group_configs.get(group_id, {}).get(name) or default_value(name, self.config)
+
+    def group_config_int(self, group_id: str, name: str) -> int:
+        return int(self.group_config(group_id, name))
+
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> int:
+        """Replace ``group_id``'s config overrides (validated by the caller) with ``configs``:
+        written to its ``__consumer_offsets`` partition (a tombstone when empty), then applied;
+        the error code (NOT_COORDINATOR, ... or the append's)."""
+        err = self.coordinator_error(group_id)
+        if err:
+            return err
+        unknown = set(configs) - set(GROUP_CONFIG_DEFS)
+        if unknown:
+            return E.INVALID_CONFIG
+        value = encode_group_config_value(configs) if configs else None
+        err, _ = await self._append(group_id, [(encode_group_config_key(group_id), value)])
+        if err:
+            return err
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        return E.NONE
+
+    async def group_config_overrides(self, group_id: str) -> tuple[int, dict[str, str]]:
+        """(error, ``group_id``'s config overrides), from its coordinator: this broker, or in a
+        cluster the leader of its offsets partition over the broker RPC op ``group_configs``."""
+        err = self.coordinator_error(group_id)
+        if err == E.NONE:
+            return E.NONE, dict(self.group_configs.get(group_id, {}))
+        if err != E.NOT_COORDINATOR or not self.host.clustered:
+            return err, {}
+        res = await self._group_configs_rpc(group_id, {"action": "describe"})
+        configs = res.get("configs")
+        return int(res.get("error", E.UNKNOWN_SERVER_ERROR)), dict(configs) if isinstance(configs, dict) else {}
+
+    async def put_group_configs(self, group_id: str, configs: dict[str, str]) -> int:
+        """:meth:`set_group_configs` on ``group_id``'s coordinator (forwarded in a cluster)."""
+        err = self.coordinator_error(group_id)
+        if err == E.NOT_COORDINATOR and self.host.clustered:
+            res = await self._group_configs_rpc(group_id, {"action": "alter", "configs": configs})
+            return int(res.get("error", E.UNKNOWN_SERVER_ERROR))
+        return await self.set_group_configs(group_id, configs)
+
+    async def _group_configs_rpc(self, group_id: str, req: dict) -> dict:
+        leader = self.host.partition_leader(OFFSETS_TOPIC, self.partition_for(group_id))
+        if leader < 0 or leader == self.config.node_id:
+            return {"error": E.COORDINATOR_NOT_AVAILABLE}
+        try:
+            return await self.host.rpc(leader, {"op": "group_configs", "group": group_id, **req},
+                                       self.config.request_timeout_ms / 1000)
+        except (ConnectionError, asyncio.TimeoutError, OSError):
+            return {"error": E.COORDINATOR_NOT_AVAILABLE}
+
+    async def serve_group_configs_rpc(self, req: dict) -> dict:
+        """The broker RPC op ``group_configs`` (this broker coordinates the group): ``action``
+        ``describe`` -> ``{"error", "configs"}``, ``alter`` (``configs``, validated by the
+        sender) -> ``{"error"}``; never forwarded again."""
+        try:
+            group_id = str(req["group"])
+            if self.coordinator_error(group_id):
+                return {"error": self.coordinator_error(group_id)}
+            if req["action"] == "describe":
+                return {"error": E.NONE, "configs": dict(self.group_configs.get(group_id, {}))}
+            configs = {str(k): str(v) for k, v in dict(req["configs"]).items()}
+            return {"error": await self.set_group_configs(group_id, configs)}
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"error": E.INVALID_REQUEST, "message": f"bad group_configs request: {exc}"}
+
     def on_leadership(self, index: int, leader: bool) -> None:
         """This broker became (and committed everything before its term: ``leader``) or stopped
         being the leader of ``__consumer_offsets`` partition ``index`` (Kafka
@@ -202,6 +281,8 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         for group_id in [g for g in self.groups if self.partition_for(g) == index]:
             self._unload_group(self.groups.pop(group_id))
         self._share_records.pop(index, None)
+        for group_id in [g for g in self.group_configs if self.partition_for(g) == index]:
+            del self.group_configs[group_id]
         if self.share_loader is not None:
             self.share_loader.unload_share_groups(index)
         log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
@@ -247,6 +328,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]]] = {}
         consumer_groups: dict[str, dict] = {}  # KIP-848 records by group, replayed in log order
         share_records: list[tuple[ConsumerGroupKey, bytes | None]] = []  # KIP-932, for the share side
+        group_configs: dict[str, dict[str, str] | None] = {}  # per-group config overrides
         bad = 0
         for h, records in replay_committed(p):
             if h.is_control:
@@ -259,6 +341,14 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
             txn_pid = h.producer_id if h.is_transactional else -1
             for rec in records:
                 if rec.key is None:
+                    continue
+                if is_group_config_key(rec.key):
+                    try:
+                        gid = decode_group_config_key(rec.key)
+                        group_configs[gid] = None if rec.value is None else decode_group_config_value(rec.value)
+                    except ValueError as exc:
+                        log.warning("%s-%d offset %d: skipping an undecodable group config record: %s", OFFSETS_TOPIC,
+                                    index, rec.offset, exc)
                     continue
                 try:
                     key = decode_any_key(rec.key)
@@ -309,6 +399,11 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         if loaded:
             log.info("loaded %d group(s) from %s-%d (offsets %d..%d)", loaded, OFFSETS_TOPIC, index,
                      p.log_start_offset, p.high_watermark)
+        for gid, configs in group_configs.items():
+            if configs:
+                self.group_configs[gid] = {k: v for k, v in configs.items() if k in GROUP_CONFIG_DEFS}
+            else:
+                self.group_configs.pop(gid, None)
         if self.share_loader is not None:
             self.share_loader.load_share_groups(index, share_records)
         elif share_records:

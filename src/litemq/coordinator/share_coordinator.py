@@ -107,6 +107,22 @@ class PartitionFetch:
     leader_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupSettings:
+    """The group configs a share-partition leader applies to one share group (its overrides,
+    else the broker's settings): ``share.record.lock.duration.ms``, ``share.auto.offset.reset``,
+    ``share.isolation.level``."""
+
+    record_lock_duration_ms: int
+    auto_offset_reset: str
+    isolation_level: str
+
+
+GROUP_SETTINGS_CACHE_MS = 5000
+"""How long a share-partition leader that does not coordinate a group reuses the group configs
+it asked the coordinator for (LiteMQ's; Kafka's brokers all read them from the metadata log)."""
+
+
 @dataclass(slots=True)
 class _Entry:
     """A share-partition served here, with the leader epoch it was loaded in."""
@@ -142,6 +158,8 @@ class ShareCoordinator:
         self._state_cache: dict[int, tuple[int, dict[ShareStateKey, ShareSnapshot]]] = {}
         self._changed: asyncio.Future | None = None
         self._tasks: set[asyncio.Task] = set()  # background appends, kept referenced until done
+        self._remote_settings: dict[str, tuple[float, dict[str, str]]] = {}
+        """Group configs of groups coordinated elsewhere: group -> (asked at, overrides)."""
         groups.set_share_loader(self)
         self.redeliveries = 0
         """Records acquired again after their first delivery (a counter for ``/metrics``)."""
@@ -243,7 +261,8 @@ class ShareCoordinator:
             if err:
                 return self._fail(err)
         return ShareHeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
-                                    heartbeat_interval_ms=self.config.group_share_heartbeat_interval_ms,
+                                    heartbeat_interval_ms=self.groups.group_config_int(
+                                        group_id, "share.heartbeat.interval.ms"),
                                     assignment=dict(member.assigned) if (changed or joined or member_epoch == 0)
                                     else None)
 
@@ -349,8 +368,8 @@ class ShareCoordinator:
     def _schedule_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         if member.timer is not None:
             member.timer.cancel()
-        member.timer = self.host.loop.call_later(self.config.group_share_session_timeout_ms / 1000,
-                                                 self._on_session_timeout, group, member)
+        timeout_ms = self.groups.group_config_int(group.group_id, "share.session.timeout.ms")
+        member.timer = self.host.loop.call_later(timeout_ms / 1000, self._on_session_timeout, group, member)
 
     def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         member.timer = None
@@ -630,6 +649,32 @@ class ShareCoordinator:
             batches))
 
     # ================================================================== share-partitions
+    async def group_settings(self, group_id: str) -> ShareGroupSettings:
+        """The group configs of ``group_id`` this share-partition leader applies: read here
+        when this broker coordinates the group (or runs alone), else asked of the coordinator
+        and reused for :data:`GROUP_SETTINGS_CACHE_MS` (the broker's settings while it cannot
+        be asked)."""
+        if not self.host.clustered or self.groups.coordinator_error(group_id) == E.NONE:
+            overrides = self.groups.group_configs.get(group_id, {})
+        else:
+            now = self.host.loop.time()
+            cached = self._remote_settings.get(group_id)
+            if cached is not None and now - cached[0] < GROUP_SETTINGS_CACHE_MS / 1000:
+                overrides = cached[1]
+            else:
+                err, overrides = await self.groups.group_config_overrides(group_id)
+                if err:
+                    overrides = cached[1] if cached is not None else {}
+                else:
+                    if len(self._remote_settings) >= self.config.group_share_max_share_sessions:
+                        self._remote_settings.clear()  # bounded: one entry per group fetched from here
+                    self._remote_settings[group_id] = (now, overrides)
+        c = self.config
+        return ShareGroupSettings(int(overrides.get("share.record.lock.duration.ms",
+                                                    c.group_share_record_lock_duration_ms)),
+                                  overrides.get("share.auto.offset.reset", c.share_auto_offset_reset),
+                                  overrides.get("share.isolation.level", c.share_isolation_level))
+
     def _sp_config(self) -> tuple[int, int, int]:
         c = self.config
         return (c.group_share_record_lock_duration_ms, c.group_share_delivery_count_limit,
@@ -665,7 +710,7 @@ class ShareCoordinator:
                 sp.dirty = True
                 entry = _Entry(key, sp, p.leader_epoch, snap.snapshot_epoch, snap.create_timestamp_ms)
             else:
-                reset = self.config.share_auto_offset_reset
+                reset = (await self.group_settings(group_id)).auto_offset_reset
                 start = p.kafka_log_start_offset if reset == "earliest" else p.kafka_high_watermark
                 sp.initialize(start)
                 sp.dirty = True
@@ -724,14 +769,17 @@ class ShareCoordinator:
             code = code or store_err
         return code
 
-    def _read(self, entry: _Entry, p, member_id: str, max_records: int, max_bytes: int) -> PartitionFetch:
-        """Acquire records of one partition for ``member_id`` and return them."""
+    def _read(self, entry: _Entry, p, member_id: str, max_records: int, max_bytes: int,
+              settings: ShareGroupSettings) -> PartitionFetch:
+        """Acquire records of one partition for ``member_id`` and return them (locked for the
+        group's ``share.record.lock.duration.ms``, read up to the LSO with ``read_committed``)."""
         sp = entry.sp
+        sp.lock_duration_ms = settings.record_lock_duration_ms
         out = PartitionFetch(leader_epoch=p.leader_epoch)
         sp.move_start(p.kafka_log_start_offset)
         if sp.expire_locks(self.host.loop.time() * 1000):
             self._notify()
-        read_committed = self.config.share_isolation_level == "read_committed"
+        read_committed = settings.isolation_level == "read_committed"
         visible_log = p.last_stable_offset if read_committed else p.high_watermark
         hw = p.kafka_offset(visible_log)
         start = sp.first_fetchable()
@@ -841,6 +889,7 @@ class ShareCoordinator:
         ``max_wait_ms`` for ``min_bytes``), one :class:`PartitionFetch` per partition."""
         loop = self.host.loop
         deadline = loop.time() + max(0, max_wait_ms) / 1000
+        settings = await self.group_settings(session.group_id)
         while True:
             out: dict[tuple[str, int], PartitionFetch] = {}
             total = 0
@@ -856,7 +905,7 @@ class ShareCoordinator:
                 if entry is None:
                     out[(topic, index)] = PartitionFetch(leader_epoch=p.leader_epoch)
                     continue
-                res = self._read(entry, p, session.member_id, max_records, budget_bytes) if budget_bytes > 0 \
+                res = self._read(entry, p, session.member_id, max_records, budget_bytes, settings) if budget_bytes > 0 \
                     else PartitionFetch(leader_epoch=p.leader_epoch)
                 max_records -= sum(last - first + 1 for first, last, _ in res.acquired)
                 total += len(res.records)

@@ -208,7 +208,7 @@ async def handle_share_fetch(ctx, req) -> dict:
             put(tid, idx, entry)
         entry["acknowledge_error_code"] = code
     return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None,
-            "acquisition_lock_timeout_ms": ctx.runtime.config.group_share_record_lock_duration_ms,
+            "acquisition_lock_timeout_ms": (await share.group_settings(group_id)).record_lock_duration_ms,
             "responses": [{"topic_id": tid, "partitions": list(parts.values())} for tid, parts in responses.items()],
             "node_endpoints": list(node_endpoints.values())}
 
