@@ -125,12 +125,33 @@ class ReadResult:
     (:meth:`PartitionLog.read_for_clients`). ``first_offset`` is the base offset of the first
     batch returned (<= the requested offset), or the requested offset when empty (log offsets)."""
 
-    regions: list[FileRegion | bytes]
+    regions: list[FileRegion | bytes | bytearray]
     size: int
     first_offset: int
 
     def to_bytes(self) -> bytes:
-        return b"".join(r if isinstance(r, bytes) else r.read() for r in self.regions)
+        return b"".join(r if isinstance(r, (bytes, bytearray)) else r.read() for r in self.regions)
+
+    def to_bytearray(self) -> bytearray:
+        """The batches in one new ``bytearray`` of ``size`` bytes, file regions read straight
+        into it (``os.preadv``: one copy). Raises OSError, or EOFError if a file is shorter
+        than its region (a segment truncated meanwhile)."""
+        out = bytearray(self.size)
+        view = memoryview(out)
+        pos = 0
+        for r in self.regions:
+            if isinstance(r, (bytes, bytearray)):
+                view[pos:pos + len(r)] = r
+                pos += len(r)
+                continue
+            got = 0
+            while got < r.length:
+                n = os.preadv(r.file.fileno(), [view[pos + got:pos + r.length]], r.position + got)
+                if n == 0:
+                    raise EOFError(f"{r.length - got} bytes missing at {r.position + got}")
+                got += n
+            pos += r.length
+        return out
 
 
 class PartitionLog:
@@ -502,7 +523,7 @@ class PartitionLog:
             translator = self.translator
             if not res.size or translator.is_identity_below(self._leo):
                 return res
-            data = rewrite_for_clients(res.to_bytes(), translator)
+            data = rewrite_for_clients(res.to_bytearray(), translator)
             while not data and res.size:
                 # Only internal batches were read (compaction left nothing before them): go on
                 # past them, so a client never sees an empty answer where records follow.
@@ -512,7 +533,7 @@ class PartitionLog:
                 if nxt >= self._leo or (max_offset is not None and nxt >= max_offset):
                     break
                 res = self.read(nxt, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
-                data = rewrite_for_clients(res.to_bytes(), translator) if res.size else b""
+                data = rewrite_for_clients(res.to_bytearray(), translator) if res.size else b""
             return ReadResult([data] if data else [], len(data), res.first_offset)
 
     def read_bytes(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,

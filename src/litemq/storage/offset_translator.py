@@ -263,14 +263,16 @@ class OffsetTranslator:
 
 
 
-def rewrite_for_clients(data, translator: OffsetTranslator) -> bytes:
+def rewrite_for_clients(data: bytearray, translator: OffsetTranslator) -> bytearray | bytes:
     """Batches read from a Raft-offset log as a Kafka client must see them: every batch's base
     offset rewritten to its Kafka offset (the base offset lies outside the CRC, so the CRC
-    holds) and the Raft-internal batches left out. ``data``: whole batches (bytes-like), as
-    :meth:`PartitionLog.read` returns them. Cost: one copy of ``data`` and one header parse
-    per batch; records are not decoded (an internal-batch check decodes control batches only).
+    holds) and the Raft-internal batches left out. ``data``: whole batches, as
+    :meth:`PartitionLog.read` returns them, in a ``bytearray`` that is rewritten in place and
+    returned (``bytes`` when internal batches in the middle had to be cut out). Cost: one
+    header parse per batch; records are not decoded (an internal-batch check decodes control
+    batches only).
     """
-    out = bytearray(data)
+    out = data
     keep_from = 0
     parts: list[bytes] = []
     for pos, h in iter_batches(out):
@@ -281,6 +283,8 @@ def rewrite_for_clients(data, translator: OffsetTranslator) -> bytes:
             continue
         set_base_offset(out, pos, translator.kafka_offset(h.base_offset))
     if not parts:
-        return bytes(out[keep_from:]) if keep_from else bytes(out)
+        if keep_from:
+            del out[:keep_from]
+        return out
     parts.append(bytes(out[keep_from:]))
     return b"".join(parts)
