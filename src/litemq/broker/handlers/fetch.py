@@ -47,8 +47,8 @@ def _partition_error(index: int, code: int, p=None) -> dict:
 
 def _preferred_replicas(runtime, req, v: int, listener_name: str | None):
     """A function (partition, Kafka fetch offset) -> ``preferred_read_replica`` for this Fetch,
-    or None when no partition can have one: a request before v11 (no client metadata), or no
-    ``replica.selector.class`` on this broker. Followers are candidates only when they are
+    or None when no partition can have one: a request before v11 (no client metadata), a client
+    without a rack, or no ``replica.selector.class`` on this broker. Followers are candidates only when they are
     reachable on ``listener_name`` (the connection's listener), as Kafka's metadata cache says."""
     if v < 11 or runtime.config.replica_selector_class != RACK_AWARE_REPLICA_SELECTOR or not req.rack_id:
         return None
