@@ -72,6 +72,11 @@ RAFT_MAX_APPLY_BYTES = 16 * 1024 * 1024
 RAFT_MAX_ELECTION_TIMEOUT_TICKS = 10_000
 """Upper bound on the configured election timeout, in ticks."""
 
+RAFT_PROMOTE_MAX_LAG_OFFSETS = 1_000
+"""A learner joining a partition's Raft group (reassignment) is promoted to voter once its
+match offset is within this many offsets of the leader's last offset (Kafka's ISR join: caught
+up to the leader; a little slack so a steady produce load does not hold the promotion back)."""
+
 # --- consumer groups (litemq.coordinator) ---
 MAX_GROUPS = 100_000
 """Groups one coordinator keeps in memory; JoinGroup/OffsetCommit of a new group beyond it get
