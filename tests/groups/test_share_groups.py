@@ -277,7 +277,8 @@ def test_latest_by_default_and_the_share_group_cli_lists_describes_resets_and_de
 
 def test_share_groups_in_metrics_and_the_console(tmp_path):
     """/metrics: members of the share groups coordinated here and, per share-partition led here,
-    SPSO, in-flight window, acquired (locked) records and lag; the console's group view."""
+    SPSO, in-flight window, acquired (locked) records and lag; the console's group view (the
+    same per share-partition)."""
     import urllib.request
 
     from litemq import Broker
@@ -299,12 +300,12 @@ def test_share_groups_in_metrics_and_the_console(tmp_path):
         assert f"kafka_sharegroup_in_flight{row} {float(len(held))}" in text
         assert f"kafka_sharegroup_lag{row} 10.0" in text
         assert "litemq_sharegroup_redeliveries_total 0.0" in text
-        # the web console's group view: members, their partitions, SPSO and lag
+        # the web console's group view: members, their partitions, SPSO, in-flight, acquired and lag
         g = json.loads(urllib.request.urlopen(b.http_url + "/console/api/groups/g-m", timeout=10).read())
         assert g["protocol_type"] == "share" and g["state"] == "Stable" and g["protocol"] == "simple"
         assert [m["assignment"] for m in g["members"]] == [{"queue-m": [0]}]
-        assert [(o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"])
-                for o in g["offsets"]] == [("queue-m", 0, 0, 10, 10)]
+        assert [(o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"], o["in_flight"],
+                 o["acquired"]) for o in g["offsets"]] == [("queue-m", 0, 0, 10, 10, len(held), len(held))]
         ov = json.loads(urllib.request.urlopen(b.http_url + "/console/api/overview", timeout=10).read())
         assert [(x["group_id"], x["members"], x["lag"]) for x in ov["groups"]] == [("g-m", 1, 10)]
         c.close()

@@ -495,8 +495,12 @@ class ShareCoordinator:
         g = self.share_groups.get(group_id)
         if g is not None and g.members:
             return E.NON_EMPTY_GROUP, {}
-        if g is None:
-            self.share_groups[group_id] = ShareGroup(group_id)
+        if g is None:  # the group now exists (Empty), durably like any other
+            g = self.share_groups[group_id] = ShareGroup(group_id)
+            err = await self.groups.append_records(group_id, [self._epoch_record(g)])
+            if err:
+                del self.share_groups[group_id]
+                return err, {}
         out: dict[str, dict[int, int]] = {}
         for name, parts in topics.items():
             info = self.host.topic(name)
@@ -941,6 +945,13 @@ class ShareCoordinator:
             if p is not None and p.is_leader and e.leader_epoch == p.leader_epoch:
                 out.append((g, t, i, e.sp, p))
         return out
+
+    def partition_counts(self, group_id: str) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, in-flight offsets SPSO..SPEO, acquired records) of every
+        share-partition of ``group_id`` led here (the console; broker RPC op
+        ``share_partition_counts``)."""
+        return [(t, i, sp.in_flight, sp.acquired_count()) for g, t, i, sp, _p in self.partition_states()
+                if g == group_id]
 
     def stop(self) -> None:
         for g in self.share_groups.values():

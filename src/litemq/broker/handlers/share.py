@@ -331,12 +331,19 @@ async def handle_delete_share_group_offsets(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "responses": responses}
 
 
+async def _serve_counts(share: ShareCoordinator, req: dict) -> dict:
+    """Broker RPC op ``share_partition_counts``: ``{"group"}`` -> ``{"partitions": [[topic,
+    partition, in flight, acquired], ...]}`` of the share-partitions led here."""
+    return {"partitions": [list(row) for row in share.partition_counts(str(req.get("group", "")))]}
+
+
 def register(runtime) -> None:
     """Create the share coordinator next to the group coordinator and register the APIs."""
     share = ShareCoordinator(BrokerCoordinatorHost(runtime), runtime.coordinator)
     runtime.share_coordinator = share
     if runtime.cluster is not None:
         runtime.cluster.rpc_ops["share_state"] = lambda peer_id, req: share.serve_state_rpc(req)
+        runtime.cluster.rpc_ops["share_partition_counts"] = lambda peer_id, req: _serve_counts(share, req)
     runtime.register(76, handle_share_group_heartbeat, 1, 1)
     runtime.register(77, handle_share_group_describe, 1, 1)
     runtime.register(78, handle_share_fetch, 1, 1)

@@ -283,8 +283,38 @@ async def _describe_share_group(runtime: "HttpRuntime", caller: HttpCaller, grou
     rows = [] if sg.error_code else [(t.topic_name, p.partition_index, p.start_offset) for t in sg.topics
                                      for p in t.partitions if not p.error_code and p.start_offset >= 0]
     offsets = await _lag_rows(runtime, caller, group_id, rows, {})
+    counts = await _share_partition_counts(runtime, group_id)
+    for o in offsets:
+        o["in_flight"], o["acquired"] = counts.get((o["topic"], o["partition"]), (0, 0))
     return dict(base, state=g.group_state, protocol_type="share", protocol=g.assignor_name, members=members,
                 offsets=offsets)
+
+
+async def _share_partition_counts(runtime: "HttpRuntime", group_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (in-flight offsets, acquired records) of a share group's
+    share-partitions, from every broker that answers (each reports those it leads; broker RPC op
+    ``share_partition_counts``)."""
+    share = getattr(runtime, "share_coordinator", None)
+    out = {(t, i): (n, a) for t, i, n, a in share.partition_counts(group_id)} if share is not None else {}
+    if runtime.cluster is None:
+        return out
+    peers = [b[0] for b in runtime.brokers() if b[0] != runtime.config.node_id]
+
+    async def ask(node: int) -> dict:
+        try:
+            return await runtime.cluster.transport.rpc(node, {"op": "share_partition_counts", "group": group_id},
+                                                       limits.HTTP_PEER_TIMEOUT_MS / 1000)
+        except (TimeoutError, ConnectionError, OSError):
+            return {}
+
+    for res in await asyncio.gather(*(ask(n) for n in peers)):
+        for row in res.get("partitions", []) if isinstance(res, dict) else []:
+            try:
+                t, i, n, a = row
+                out[(str(t), int(i))] = (int(n), int(a))
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 async def refresh_group_lag(runtime: "HttpRuntime") -> None:

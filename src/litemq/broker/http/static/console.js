@@ -117,7 +117,9 @@ async function renderGroups(ov) {
     for (const o of d.offsets) {
       rows.push(el("tr", {},
         el("td", {}, d.group_id), el("td", {}, o.topic), el("td", { class: "num" }, o.partition),
-        el("td", { class: "num" }, o.current_offset), el("td", { class: "num" }, o.log_end_offset),
+        el("td", { class: "num" }, o.in_flight === undefined ? o.current_offset
+          : `${o.current_offset} (${o.in_flight} in flight, ${o.acquired} acquired)`),
+        el("td", { class: "num" }, o.log_end_offset),
         el("td", { class: "num" + (o.lag > 0 ? " lag-high" : "") }, o.lag < 0 ? "?" : o.lag),
         el("td", {}, o.client_id ? `${o.client_id} (${o.consumer_id.slice(0, 24)})` : "")));
     }
