@@ -1,21 +1,24 @@
-"""Racks and the rack-aware replica selector (KIP-392) without a cluster: the selection rules,
-``rack`` in the metadata image and its snapshots, the two settings, and a single broker
-reporting its ``broker.rack``. The cluster behaviour is in test_follower_fetch.py."""
+"""Racks without a cluster: the rack-aware replica selector's rules (KIP-392) and which followers
+it may name, rack-aware replica placement (KIP-36), ``rack`` in the metadata image and its
+snapshots, the settings, a single broker reporting its ``broker.rack``, ``litemq cluster start
+--racks``. The cluster behaviour is in test_follower_fetch.py."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
 
-from litemq.cluster.image import MetadataImage
+from litemq.cluster.image import MetadataImage, assign_replicas
+from litemq.cluster.placement import assign_replicas_rack_aware, rack_alternated
 from litemq.cluster.partition import ReplicatedPartition
 from litemq.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig
 from litemq.limits import MAX_RACK_ID_CHARS
+from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
 from litemq.testing.cluster import free_base_port, wait_for
 from litemq.testing.process import BrokerProcess
@@ -81,6 +84,26 @@ def test_only_caught_up_followers_are_offered_as_read_replicas():
     p2 = _leader_partition(clock, {1: 9, 2: 9, 3: 9}, alive={1, 3})
     p2.high_watermark = 10
     assert p2.in_sync_follower_log_ends() == {3: 10}  # broker 2 is not live
+
+
+def test_rack_aware_placement_spreads_each_partition_over_racks():
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    assert rack_alternated(racks, racks) == [1, 3, 5, 2, 4, 6]
+    placed = assign_replicas_rack_aware(racks, racks, 12, 3, start=0)
+    assert all(len({racks[b] for b in r}) == 3 for r in placed), placed  # RF = racks: one per rack
+    assert Counter(r[0] for r in placed) == {b: 2 for b in racks}  # leaders even
+    assert Counter(b for r in placed for b in r) == {b: 6 for b in racks}  # replicas even
+    two = {1: "a", 2: "a", 3: "b", 4: "b"}
+    assert all({two[b] for b in r} == {"a", "b"} for r in assign_replicas_rack_aware(two, two, 8, 3, start=5))
+    lopsided = {1: "a", 2: "a", 3: "a", 4: "b"}  # every partition still reaches rack b
+    assert all(4 in r for r in assign_replicas_rack_aware(lopsided, lopsided, 8, 2, start=0))
+    mixed = {1: "a", 2: None, 3: None}  # brokers without a rack count as one more rack
+    assert all(1 in r for r in assign_replicas_rack_aware(mixed, mixed, 6, 2, start=1))
+    none = {1: None, 2: None, 3: None}  # no racks at all: the plain round robin
+    assert assign_replicas_rack_aware(none, none, 5, 2, start=3) == assign_replicas([1, 2, 3], 5, 2, start=3)
+    with pytest.raises(KafkaError) as e:
+        assign_replicas_rack_aware(two, two, 1, 5, start=0)
+    assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 def test_register_broker_keeps_the_rack_through_snapshots():
