@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from litemq.cluster.group import RAFT_STATE_FILE, RaftGroup
+from litemq.cluster.group import RAFT_STATE_FILE, PartitionLogView, RaftGroup
 from litemq.protocol.records import (
     CONTROL_KRAFT_VOTERS,
     RAFT_INTERNAL_KEY_VERSION,
@@ -80,15 +80,30 @@ def test_kafkas_own_voters_batch_is_not_raft_internal():
     assert is_raft_internal_batch(ours, pos, h)
 
 
-def test_restarted_replica_rebuilds_its_configuration_from_the_log(tmp_path):
+def test_restarted_replica_rebuilds_its_configuration_from_the_log(tmp_path, monkeypatch):
+    """... reading only the Raft-internal batches, never the whole log."""
     plog = PartitionLog.open(tmp_path / "t-0", LOG_CONFIG)
     g = _group(plog)
-    _write(g, [_data(0), Entry(1, 1, encode_config(CONF.voters, CONF.learners), 1, EntryKind.CONFIG), _data(2)])
+    config = Entry(101, 1, encode_config(CONF.voters, CONF.learners), 1, EntryKind.CONFIG)
+    noop = Entry(200, 2, b"", 1, EntryKind.CONTROL)
+    _write(g, [_data(o) for o in range(101)] + [config] + [_data(o) for o in range(102, 200)]
+           + [noop, _data(201, 2)])
     g.close()
     plog.close()
     plog = PartitionLog.open(tmp_path / "t-0", LOG_CONFIG)
+    reads = []
+    original = PartitionLogView.entries
+
+    def counted(self, start, end, max_bytes):
+        got = original(self, start, end, max_bytes)
+        reads.append(len(got))
+        return got
+
+    monkeypatch.setattr(PartitionLogView, "entries", counted)
     g = _group(plog)  # started with the assignment {1, 2, 3}: the log's CONFIG batch wins
     assert g.node.conf_state == CONF
+    assert g.view.config_entries(0, 1000) == [config]
+    assert reads and max(reads) == 1  # one batch at a time: the no-op and the config batch
     g.close()
     plog.close()
 

@@ -167,6 +167,18 @@ class PartitionLogView:
             prev_end = nxt
         return out
 
+    def config_entries(self, start: int, end: int) -> list[Entry]:
+        """The ``CONFIG`` entries in ``[start, end)``: found among the Raft-internal batches the
+        offset translator lists (one per leader change or configuration change), each read
+        alone, so a restart does not read the whole log."""
+        end = min(end, self.stable_end)
+        out: list[Entry] = []
+        for offset in self.plog.translator.internal_offsets:
+            if start <= offset < end:
+                out += [e for e in self.entries(offset, offset + 1, 1)
+                        if e.kind == EntryKind.CONFIG and e.offset == offset]
+        return out
+
     def snapshot(self) -> Snapshot:
         start = self.plog.log_start_offset
         data = self.snapshot_data

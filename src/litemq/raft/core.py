@@ -18,7 +18,7 @@ from litemq.raft.config import RaftConfig
 from litemq.raft.log import LogView
 from litemq.raft.membership import Membership
 from litemq.raft.messages import Message, TimeoutNow
-from litemq.raft.raft_log import UNLIMITED, RaftLog
+from litemq.raft.raft_log import RaftLog
 from litemq.raft.tracker import Progress, committed_offset
 from litemq.raft.types import ConfState, Entry, EntryKind, HardState, Role
 
@@ -74,7 +74,9 @@ class Raft:
         self.applied = applied
         self.membership = Membership(applied, ConfState(voters, learners))
         if applied + 1 < raft_log.end_offset:
-            self.membership.append(raft_log.entries(applied + 1, UNLIMITED, UNLIMITED))
+            configs = log.config_entries(applied + 1, raft_log.end_offset)
+            if configs:
+                self.membership.append(configs)
         conf = self.membership.conf
         self.voters: frozenset[int] = conf.voters
         self.learners: frozenset[int] = conf.learners

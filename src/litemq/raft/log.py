@@ -12,7 +12,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Protocol, Sequence
 
-from litemq.raft.types import Entry, Snapshot
+from litemq.raft.types import Entry, EntryKind, Snapshot
+
+UNLIMITED_BYTES = 1 << 62
 
 __all__ = ["EntrySeq", "LogView", "MemoryLog"]
 
@@ -49,7 +51,13 @@ class LogView(Protocol):
 
     def snapshot(self) -> Snapshot:
         """What precedes ``log_start_offset`` (offset ``-1``, term 0 for a log that starts at 0).
-        ``voters`` is the voter set at that offset (``None`` if never recorded)."""
+        ``voters`` and ``learners`` are the configuration at that offset (``voters`` ``None``
+        if never recorded)."""
+
+    def config_entries(self, start: int, end: int) -> Sequence[Entry]:
+        """The ``CONFIG`` entries starting in ``[start, end)``, in log order: what a restarting
+        node replays to know its configuration, without reading the whole log (the broker finds
+        them among the few Raft-internal batches its offset translator knows)."""
 
 
 class EntrySeq:
@@ -192,6 +200,9 @@ class MemoryLog:
 
     def snapshot(self) -> Snapshot:
         return self._snap
+
+    def config_entries(self, start: int, end: int) -> list[Entry]:
+        return [e for e in self._seq.slice(start, end, UNLIMITED_BYTES) if e.kind == EntryKind.CONFIG and e.offset >= start]
 
     # --- caller-side mutations ---
     def entry_at(self, offset: int) -> Entry | None:
