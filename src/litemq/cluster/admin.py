@@ -17,12 +17,12 @@ import uuid
 
 from litemq import limits
 from litemq.cluster.image import (
-    assign_replicas,
     endpoints_from_json,
     endpoints_to_json,
     manual_partition_assignments,
     manual_topic_assignments,
 )
+from litemq.cluster.placement import assign_replicas_rack_aware
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 
@@ -78,7 +78,9 @@ class ClusterAdmin:
                     new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,
                                                        img.brokers, self._live_ids())
                 else:
-                    new = assign_replicas(self._live_ids(), count - info.num_partitions, rf, img.partition_count())
+                    live = self._live_ids()
+                    new = assign_replicas_rack_aware(live, self._racks(live), count - info.num_partitions, rf,
+                                                     img.partition_count())
                 rec = {"type": "create_partitions", "name": info.name, "first": info.num_partitions,
                        "assignments": new}
             elif action == "set_configs":
@@ -109,6 +111,11 @@ class ClusterAdmin:
             res.update(reply)
         return res
 
+    def _racks(self, node_ids) -> dict[int, str | None]:
+        """Node id -> its registered ``broker.rack`` (None: none, or not registered yet)."""
+        brokers = self.image.brokers
+        return {n: brokers[n].rack if n in brokers else None for n in node_ids}
+
     def _create_topic_record(self, args: dict) -> dict:
         from litemq.cluster.metadata import validate_topic_name
 
@@ -136,7 +143,8 @@ class ClusterAdmin:
             assignments = manual_topic_assignments([(int(i), ids) for i, ids in args["assignments"]],
                                                    self.image.brokers, self._live_ids())
         else:
-            assignments = assign_replicas(self._live_ids(), n, rf, self.image.partition_count())
+            live = self._live_ids()
+            assignments = assign_replicas_rack_aware(live, self._racks(live), n, rf, self.image.partition_count())
         return {"type": "create_topic", "name": name, "topic_id": str(uuid.uuid4()), "configs": configs,
                 "internal": bool(args.get("internal", False)), "assignments": assignments}
 
