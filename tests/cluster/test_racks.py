@@ -1,5 +1,5 @@
 """Racks without a cluster: the rack-aware replica selector's rules (KIP-392) and which followers
-it may name, rack-aware replica placement (KIP-36), ``rack`` in the metadata image and its
+it may name, rack-aware replica placement (KIP-36, also on a 4-broker cluster), ``rack`` in the metadata image and its
 snapshots, the settings, a single broker reporting its ``broker.rack``, ``litemq cluster start
 --racks``. The cluster behaviour is in test_follower_fetch.py."""
 
@@ -12,6 +12,7 @@ from collections import Counter
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from litemq.cluster.image import MetadataImage, assign_replicas
 from litemq.cluster.placement import assign_replicas_rack_aware, rack_alternated
@@ -20,7 +21,7 @@ from litemq.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig
 from litemq.limits import MAX_RACK_ID_CHARS
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
-from litemq.testing.cluster import free_base_port, wait_for
+from litemq.testing.cluster import LocalCluster, free_base_port, wait_for
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient
 
@@ -172,3 +173,23 @@ def test_cli_cluster_start_racks_shown_by_status(tmp_path):
     finally:
         if not stopped:
             litemq("cluster", "stop", "--data-dir", str(data_dir))
+
+
+def test_new_topics_spread_replicas_over_racks(tmp_path):
+    """4 brokers in racks a, a, b, b: every partition of an RF 2 topic (and of new partitions)
+    has a replica in each rack (Kafka's round robin by id alone puts 1 and 2 together)."""
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    with LocalCluster(tmp_path, 4, node_overrides={n: {"broker.rack": r} for n, r in racks.items()}) as cluster:
+        wait_for(lambda: {b["node_id"]: b["rack"] for b in cluster.status(1)["brokers"]} == racks, 20,
+                 "every broker registered its rack")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("spread", 8, 2)], operation_timeout=30)["spread"].result(60)
+        admin.create_partitions([NewPartitions("spread", 12)], operation_timeout=30)["spread"].result(60)
+
+        def placed():
+            md = admin.list_topics("spread", timeout=10).topics["spread"].partitions
+            return {p: list(m.replicas) for p, m in md.items()} if len(md) == 12 else None
+
+        replicas = wait_for(placed, 20, "12 partitions of spread in the metadata")
+    assert all({racks[b] for b in r} == {"a", "b"} for r in replicas.values()), replicas
+    assert Counter(r[0] for r in replicas.values()) == {1: 3, 2: 3, 3: 3, 4: 3}  # leaders still even
