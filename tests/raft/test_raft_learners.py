@@ -95,7 +95,7 @@ def test_learner_receives_the_log_and_has_progress_but_no_vote_in_commits():
     e = leader.propose(b"x", count=3)
     _settle(c)
     assert learner.commit_index >= e.last_offset and c.logs[4].entry_at(e.offset) == e
-    assert leader.match_offset(4) == leader.last_offset and 4 in leader.match_offsets()
+    assert leader.match_offset(4) == leader.last_offset and 4 not in leader.match_offsets()
     assert leader.match_offset(9) is None and learner.match_offset(4) is None
     assert leader.active_voters() == {1, 2, 3}
     c.add_node(5)

@@ -151,9 +151,11 @@ class RaftNode(Raft):
         return self.lead_transferee
 
     def match_offsets(self) -> dict[int, int]:
-        """Leader only: last offset known replicated on each voter and learner (replica lag
-        reporting); empty elsewhere."""
-        return {v: pr.match for v, pr in self.progress.items()}
+        """Leader only: last offset known replicated on each voter, itself included (replica
+        lag reporting, transfer targets); empty elsewhere. Learners are left out (they cannot
+        take leadership): ask :meth:`match_offset`."""
+        voters = self.voters
+        return {v: pr.match for v, pr in self.progress.items() if v in voters or v == self.id}
 
     def match_offset(self, member: int) -> int | None:
         """Leader only: last offset known replicated on voter or learner ``member`` (-1: none
