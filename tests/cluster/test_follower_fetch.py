@@ -14,13 +14,16 @@ another rack to their rack's follower, one led by 1 serves every consumer itself
   NOT_LEADER_OR_FOLLOWER and an offset past its log end OFFSET_OUT_OF_RANGE.
 - librdkafka with ``client.rack``: the follower of its rack serves every record (its bytes-out
   metric counts them, the leader's stays 0), each read once in order, also while a producer
-  writes; with the leader's selector unset the leader serves and the follower sends nothing.
+  writes; with the leader's selector unset the leader serves and the follower sends nothing;
+  ``litemq consume --rack`` reads from its rack's follower too.
 - The serving follower SIGKILLed under an acks=all idempotent load: the consumer goes back to
   the leader and reads every acknowledged record once, in order.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -279,6 +282,21 @@ def test_selector_unset_on_the_leader_serves_every_consumer_itself(cluster):
     assert _consume(cluster, topic, "b", len(values)) == list(enumerate(values))
     assert _bytes_out(cluster, 1, topic) >= 2 * sum(map(len, values))  # the two wire fetches and librdkafka
     assert _bytes_out(cluster, 2, topic) == 0 and _bytes_out(cluster, 3, topic) == 0
+
+
+def test_cli_consume_with_a_rack_reads_from_that_racks_follower(cluster):
+    topic = "ff-cli"
+    _create(cluster, topic, [2, 3, 1])
+    values = [b"cli-%03d" % i for i in range(100)]
+    _produce(cluster, topic, values)
+    wait_replicas_caught_up(cluster, topic, 1)
+    _wait_high_watermark(cluster, 3, topic, len(values))
+    r = subprocess.run([sys.executable, "-m", "litemq.cli", "consume", topic, "--from-beginning", "-n", "100",
+                        "--rack", "c", "--timeout", "30", "-b", cluster.bootstrap_servers],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == values
+    assert _bytes_out(cluster, 3, topic) > 0 and _bytes_out(cluster, 2, topic) == 0
 
 
 def test_consumer_falls_back_to_the_leader_when_its_follower_is_killed(cluster):

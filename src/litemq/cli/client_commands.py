@@ -333,8 +333,10 @@ def format_record(fmt: str, msg) -> bytes:
               help="kcat-style output format (%t %p %o %k %s %T %h).")
 @click.option("--timeout", "idle_timeout_s", type=float, default=None,
               help="Exit after this many seconds without a record.")
+@click.option("--rack", default=None, metavar="RACK",
+              help="client.rack: read from a replica in this rack when the leader's broker names one (KIP-392).")
 @bootstrap_option
-def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, bootstrap) -> None:
+def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, rack, bootstrap) -> None:
     """Print records of TOPIC.
 
     SIGTERM or Ctrl-C stops it cleanly: the consumer is closed (with -g it commits its offsets
@@ -349,6 +351,8 @@ def consume(topic_name, from_beginning, count, group, fmt, idle_timeout_s, boots
         raise CliError(f"unknown topic {topic_name!r}")
     conf = _quiet(client_config(bootstrap, {"enable.partition.eof": False,
                                             "auto.offset.reset": "earliest" if from_beginning else "latest"}))
+    if rack:
+        conf["client.rack"] = rack
     if group:
         conf.update({"group.id": group, "enable.auto.commit": True})
     else:
