@@ -594,7 +594,8 @@ def config_for(seed: int, steps: int = 2000) -> SimConfig:
     seventh seed, to join as learners); every third seed sends one entry
     per Append (old-term entries then reach a quorum alone); every tenth runs without PreVote
     and CheckQuorum (safety must not depend on them), and every tenth like a partition
-    (no committed entries handed back, retention instead of state machine snapshots); seeds
+    (no committed entries handed back, retention instead of state machine snapshots, followers
+    learn the commit index lazily: ``eager_commit_broadcast=False``); seeds
     2 and 3 modulo 4 skip a caught-up new leader's no-op (``noop_only_when_needed``)."""
     raft = RaftConfig()
     p_member = SimConfig.p_member
@@ -604,7 +605,7 @@ def config_for(seed: int, steps: int = 2000) -> SimConfig:
         raft = RaftConfig(pre_vote=False, check_quorum=False)
         p_member = 0.0
     elif seed % 10 == 4:
-        raft = RaftConfig(apply_entries=False)
+        raft = RaftConfig(apply_entries=False, eager_commit_broadcast=False)  # as partition groups
     elif seed % 3 == 1:
         raft = RaftConfig(max_append_bytes=1, max_inflight_appends=16)
     elif seed % 3 == 2:
