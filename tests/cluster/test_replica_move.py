@@ -127,8 +127,8 @@ class Producer:
                 if g.node.commit_index >= last and g.node.term_at(last) == term]
 
 
-def _client_values(plog: PartitionLog) -> list[bytes]:
-    data = plog.read_for_clients(plog.log_start_offset, 1 << 30).to_bytes()
+def _client_values(plog: PartitionLog, start: int | None = None) -> list[bytes]:
+    data = plog.read_for_clients(plog.log_start_offset if start is None else start, 1 << 30).to_bytes()
     return [r.value for r in decode_records(data)]
 
 
@@ -255,5 +255,39 @@ async def _test_a_new_leader_resumes_the_move(tmp_path):
         follower = next(net.hosts[m].group for m in target if m != g.host.node_id)
         status = reassign_step(follower, target)
         assert status.state is ReassignState.NOT_LEADER and status.leader_id == g.host.node_id
+    finally:
+        await net.close()
+
+
+def test_a_new_replica_behind_the_log_start_installs_a_snapshot(tmp_path):
+    asyncio.run(_test_a_new_replica_behind_the_log_start_installs_a_snapshot(tmp_path))
+
+
+async def _test_a_new_replica_behind_the_log_start_installs_a_snapshot(tmp_path):
+    """Retention moved the leader's log start: the learner starts afresh there (InstallSnapshot
+    with the configuration and the count of internal offsets below it) and translates offsets
+    as its leader does."""
+    net, producer = await _start(tmp_path)
+    try:
+        await _settle(net, {1, 2, 3})
+        g = await net.wait_leader()
+        leader = g.host.node_id
+        start = g.node.commit_index + 1
+        g.plog.delete_records_before(start)
+        for _ in range(10):
+            producer.produce()
+        target = frozenset({1, 2, 3} - {leader} | {4})
+        await _drive(net, producer, target)
+        await _settle(net, target)
+        g = await net.wait_leader()
+        new = net.hosts[4]
+        assert new.plog.log_start_offset == start and new.group.node.conf_state == ConfState(target)
+        t4, tl = new.plog.translator, g.plog.translator
+        assert [t4.kafka_offset(o) for o in range(start, new.plog.log_end_offset + 1)] == \
+            [tl.kafka_offset(o) for o in range(start, g.plog.log_end_offset + 1)]
+        # (without ReplicatedPartition here, followers keep their own log start: read from it)
+        assert _client_values(new.plog) == _client_values(g.plog, start)
+        new.close()
+        assert new.open([]).node.conf_state == ConfState(target)  # recorded with the snapshot
     finally:
         await net.close()
