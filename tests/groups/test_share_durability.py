@@ -6,7 +6,7 @@ partition; a member then carries on with its own epoch (no UNKNOWN_MEMBER_ID, no
 
 Real ``litemq serve`` process SIGKILLed and restarted; the wire client speaks
 ShareGroupHeartbeat/ShareGroupDescribe v1 and ListGroups v5, and a confluent-kafka
-ShareConsumer stays open across the restart.
+ShareConsumer stays open across the restart. DeleteGroups of a share group is durable too.
 """
 
 from __future__ import annotations
@@ -74,6 +74,14 @@ def test_share_group_members_epochs_and_assignments_survive_a_coordinator_restar
             r4 = heartbeat(w, "g-durable", "member-4", 0, ["queue-durable"])
             assert r4.error_code == E.NONE and r4.member_epoch == before["epoch"] + 1
             assert heartbeat(w, "g-durable", "member-9", 5).error_code == E.UNKNOWN_MEMBER_ID
+            # DeleteGroups of the empty share group writes its tombstones: it stays deleted
+            deleted = w.request(42, 2, {"groups_names": ["g-empty", "g-durable"]}).results
+            assert [(d.group_id, d.error_code) for d in deleted] == [("g-empty", E.NONE),
+                                                                     ("g-durable", E.NON_EMPTY_GROUP)]
+        b.kill()
+        b.start()
+        with WireClient("127.0.0.1", b.port) as w:
+            assert wait_until(lambda: share_groups(w), 30, "the share groups") == {"g-durable": "Stable"}
     finally:
         b.stop()
 

@@ -314,32 +314,59 @@ def test_share_groups_in_metrics_and_the_console(tmp_path):
 
 
 def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path):
-    """share.isolation.level=read_committed: an aborted transaction's records are archived
-    without delivery, an open transaction's wait for its commit."""
+    """share.isolation.level=read_committed (a group config of g-txn, Kafka 4.1's
+    ``kafka-configs --entity-type groups``): an aborted transaction's records are archived
+    without delivery, an open transaction's wait for its commit; a group left at the broker's
+    read_uncommitted gets them all."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
     from litemq import Broker
 
-    b = Broker(tmp_path / "data", overrides={"share.auto.offset.reset": "earliest",
-                                            "share.isolation.level": "read_committed"})
+    b = Broker(tmp_path / "data", overrides={"share.auto.offset.reset": "earliest"})
     try:
         bs = b.bootstrap_servers
         create_topic(bs, "queue-txn", 1)
+        res = ConfigResource(ResourceType.GROUP, "g-txn", incremental_configs=[
+            ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)])
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.incremental_alter_configs([res])[res].result(timeout=30)
         p = Producer({"bootstrap.servers": bs, "transactional.id": "share-txn"})
         p.init_transactions(30)
         for values, commit in ((["a0", "a1"], True), (["b0", "b1", "b2"], False)):
             p.begin_transaction()
             for v in values:
                 p.produce("queue-txn", v.encode())
+            p.flush(30)  # written before the abort (librdkafka drops unsent records of an aborted one)
             (p.commit_transaction if commit else p.abort_transaction)(30)
         p.begin_transaction()
         p.produce("queue-txn", b"c0")
         p.flush(30)
         c = consumer(bs, "g-txn", "queue-txn")
-        got = [m.value() for *_, m in poll_records(c, 4)]
-        assert got == [b"a0", b"a1"]
+        first = poll_records(c, 4)
+        assert [m.value() for *_, m in first] == [b"a0", b"a1"]
         p.commit_transaction(30)
-        got = [m.value() for *_, m in poll_records(c, 10, want=1)]
-        assert got == [b"c0"]
+        then = poll_records(c, 10, want=1)
+        assert [m.value() for *_, m in then] == [b"c0"]
         c.close()
+        committed_offsets = {o for _, o, _, _ in first + then}
+        # a group at the broker's read_uncommitted acquires the aborted records too (asked on the
+        # wire: librdkafka's share consumer itself drops records of aborted transactions)
+        import uuid
+
+        with WireClient("127.0.0.1", b.port) as w:
+            tid = w.request(3, 12, {"topics": [{"name": "queue-txn", "topic_id": uuid.UUID(int=0)}],
+                                    "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False}).topics[0].topic_id
+            acquired: set[int] = set()
+            for epoch in range(4):  # a fetch may stop at a transaction marker: fetch on
+                r = w.request(78, 1, {"group_id": "g-txn-uncommitted", "member_id": "m", "share_session_epoch": epoch,
+                                      "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100,
+                                      "batch_size": 100, "topics": [{"topic_id": tid, "partitions": [
+                                          {"partition_index": 0, "acknowledgement_batches": []}]}] if epoch == 0
+                                      else [], "forgotten_topics_data": []})
+                acquired |= {o for t in r.responses for p in t.partitions for a in p.acquired_records
+                             for o in range(a.first_offset, a.last_offset + 1)}
+        assert committed_offsets == {0, 1, 7} and acquired == {0, 1, 3, 4, 5, 7}  # b0..b2 at 3..5 too
     finally:
         b.close()
 
