@@ -665,6 +665,16 @@ ROWS: list[Row] = [
         setup=_topic,
         allowed=lambda r, c, b: [p.error_code for t in r.replica_election_results for p in t.partition_result]
         == [E.ELECTION_NOT_NEEDED] or pytest.fail("not answered ELECTION_NOT_NEEDED")),
+    # KIP-455: ALTER / DESCRIBE on the cluster (one broker: its only replica is itself, nothing is moving)
+    Row("alter_partition_reassignments", 45, 0, (Need(C, O.ALTER),),
+        lambda w, c: w.request(45, 0, {"timeout_ms": 5000, "topics": [
+            {"name": c.topic, "partitions": [{"partition_index": 0, "replicas": [1]}]}]}),
+        lambda r, c: [r.error_code, *(p.error_code for t in r.responses for p in t.partitions)], setup=_topic,
+        allowed=lambda r, c, b: [r.error_code, *(p.error_code for t in r.responses for p in t.partitions)]
+        == [E.NONE, E.NONE] or pytest.fail("not answered NONE")),
+    Row("list_partition_reassignments", 46, 0, (Need(C, O.DESCRIBE),),
+        lambda w, c: w.request(46, 0, {"timeout_ms": 5000, "topics": None}), top_code,
+        allowed=lambda r, c, b: (r.error_code, r.topics) == (E.NONE, []) or pytest.fail("not an empty listing")),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),

@@ -22,6 +22,7 @@ from litemq.cluster.image import (
     manual_partition_assignments,
     manual_topic_assignments,
 )
+from litemq.cluster.reassignment import completion_record, plan_reassignment
 from litemq.cluster.placement import assign_replicas_rack_aware
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
@@ -89,6 +90,14 @@ class ClusterAdmin:
             elif action == "set_broker_configs":
                 self.host.validate_broker_configs(str(args["broker"]), dict(args["configs"]))
                 rec = {"type": "set_broker_configs", "broker": str(args["broker"]), "configs": dict(args["configs"])}
+            elif action == "reassign_partition":  # AlterPartitionReassignments (KIP-455), one partition
+                replicas = args.get("replicas")
+                rec = plan_reassignment(img, str(args["name"]), int(args["partition"]),
+                                        None if replicas is None else [int(r) for r in replicas], self._live_ids())
+                if rec is None:
+                    return {"error": ErrorCode.NONE, "message": None}  # already the replica list
+            elif action == "complete_reassignment":  # a partition leader reported the move done
+                rec = completion_record(img, str(args["name"]), int(args["partition"]), list(args["target"]))
             elif action == "producer_ids":
                 rec = {"type": "producer_ids", "node_id": int(args["node_id"]), "start": img.next_producer_id,
                        "count": PRODUCER_ID_BLOCK_SIZE}

@@ -27,6 +27,11 @@ producer_ids            ``node_id``, ``start``, ``count`` (a block, KIP-730 styl
 create_acls             ``acls`` (binding rows; see :mod:`litemq.security.records`)
 delete_acls             ``filters`` (every binding matching one is removed)
 alter_scram_credentials ``deletions``, ``upsertions`` (KIP-554)
+change_partition        ``name``, ``partition``, ``replicas`` (every broker that hosts a replica,
+                        target first: Kafka's PartitionChangeRecord ``Replicas``), ``target``
+                        and ``original`` (the reassignment in progress, KIP-455; both null when
+                        none: the move finished or never started). Brokers in ``replicas``
+                        host the partition; one that drops out closes and deletes its replica.
 ======================= ===================================================================
 
 Broker liveness (fencing) is soft state of the metadata leader, not records.
@@ -44,7 +49,7 @@ from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
 
-__all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "assign_replicas", "encode_record", "decode_record",
+__all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "Reassignment", "assign_replicas", "check_replica_list", "encode_record", "decode_record",
            "endpoints_from_json", "endpoints_to_json",
            "manual_partition_assignments", "manual_topic_assignments"]
 
@@ -101,6 +106,8 @@ class ApplyResult:
     deleted: list[tuple[str, int]] = field(default_factory=list)
     changed_topics: list[str] = field(default_factory=list)
     broker_configs_changed: bool = False
+    changed_partitions: list[tuple[str, int]] = field(default_factory=list)
+    """Partitions whose replica set or reassignment changed (``change_partition``)."""
 
     def to_json(self) -> dict:
         return {"error": self.error, "message": self.message}
@@ -160,6 +167,16 @@ def _check_replica_list(broker_ids: list[int], registered: set[int], live: set[i
     return list(broker_ids)
 
 
+def check_replica_list(broker_ids, registered, live, partition: int) -> list[int]:
+    """Kafka's checks of one requested replica list (a reassignment's target, KIP-455): non-empty,
+    registered brokers, none twice, not all fenced. Returns it as a list.
+
+    Raises:
+        KafkaError(INVALID_REPLICA_ASSIGNMENT): with Kafka's message.
+    """
+    return _check_replica_list(list(broker_ids), set(registered), set(live), partition, None)
+
+
 def manual_topic_assignments(assignments, registered, live) -> list[list[int]]:
     """Validate CreateTopics' manual assignments (CreateTopicsRequest v0+ ``Assignments``,
     KIP-4) and return the replica lists of partitions 0..n-1 (first = preferred leader).
@@ -212,6 +229,30 @@ def manual_partition_assignments(assignments, first: int, count: int, replicatio
             for i, ids in enumerate(assignments)]
 
 
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition reassignment in progress (KIP-455): ``target`` (the replica list it moves
+    to, first = preferred leader) and ``original`` (the replicas before the move began). A
+    cancelled move has ``target == original``: it is walking back and is not listed."""
+
+    target: tuple[int, ...]
+    original: tuple[int, ...]
+
+    @property
+    def adding(self) -> list[int]:
+        """Kafka's ``AddingReplicas``: in the target, not in the original."""
+        return [r for r in self.target if r not in self.original]
+
+    @property
+    def removing(self) -> list[int]:
+        """Kafka's ``RemovingReplicas``: in the original, not in the target."""
+        return [r for r in self.original if r not in self.target]
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target == self.original
+
+
 class MetadataImage:
     """Brokers, topics with replica assignments and configs, producer-id blocks.
 
@@ -224,6 +265,7 @@ class MetadataImage:
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
         broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
             string -> Kafka config name -> value.
+        reassignments: (topic, partition) -> :class:`Reassignment` in progress.
     """
 
     def __init__(self) -> None:
@@ -235,6 +277,7 @@ class MetadataImage:
         self.acls = AclStore()
         self.scram_credentials: dict = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
 
     # ------------------------------------------------------------ queries
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -298,6 +341,8 @@ class MetadataImage:
         if info is None:
             raise KafkaError(f"unknown topic {rec['name']!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         self._by_id.pop(info.topic_id, None)
+        for index in range(info.num_partitions):
+            self.reassignments.pop((info.name, index), None)
         return ApplyResult(deleted=[(info.name, i) for i in range(info.num_partitions)], changed_topics=[info.name])
 
     def _apply_create_partitions(self, rec: dict) -> ApplyResult:
@@ -345,6 +390,25 @@ class MetadataImage:
         security_records.apply(self, rec)
         return ApplyResult()
 
+    def _apply_change_partition(self, rec: dict) -> ApplyResult:
+        info = self.topics.get(rec["name"])
+        index = int(rec["partition"])
+        if info is None or not 0 <= index < len(info.assignments):
+            raise KafkaError(f"unknown partition {rec['name']}-{index}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        replicas = [int(r) for r in rec["replicas"]]
+        if not replicas or len(set(replicas)) != len(replicas) or len(replicas) > 2 * limits.RAFT_MAX_VOTERS:
+            raise KafkaError(f"bad replica list {replicas}", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        target, original = rec.get("target"), rec.get("original")
+        if target is None:
+            self.reassignments.pop((info.name, index), None)
+        else:
+            move = Reassignment(tuple(int(r) for r in target), tuple(int(r) for r in original))
+            if not move.target or not set(move.target) <= set(replicas):
+                raise KafkaError(f"target {list(move.target)} not within {replicas}", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            self.reassignments[(info.name, index)] = move
+        info.assignments[index] = replicas
+        return ApplyResult(changed_partitions=[(info.name, index)])
+
     _apply_delete_acls = _apply_create_acls
     _apply_alter_scram_credentials = _apply_create_acls
 
@@ -359,6 +423,7 @@ class MetadataImage:
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
+            "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
         }
 
     @classmethod
@@ -379,4 +444,6 @@ class MetadataImage:
             img._by_id[info.topic_id] = info
         img.acls = AclStore.from_json(d.get("acls", []))
         img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
+        img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
+                             for t, i, target, original in d.get("reassignments") or ()}
         return img

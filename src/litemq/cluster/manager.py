@@ -48,6 +48,7 @@ from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, enc
                                   endpoints_to_json)
 from litemq.cluster.partition_groups import (LEADER_BALANCE_MAX_LAG_OFFSETS, META_GROUP, PartitionGroupRegistry,
                                              group_id_of)
+from litemq.cluster.reassignment import PartitionReassignments
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
@@ -70,10 +71,11 @@ __all__ = ["ClusterManager", "META_GROUP", "ADMIN_TIMEOUT_MS", "PRODUCER_ID_BLOC
            "LEADER_BALANCE_MAX_LAG_OFFSETS", "group_id_of"]
 
 
-class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
+class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignments):
     """Raft groups and cluster metadata of one broker (the metadata controller: metadata group,
-    scheduling, liveness, RPC, views), with its admin operations (:class:`ClusterAdmin`) and
-    partition group registry (:class:`PartitionGroupRegistry`). Event-loop thread only."""
+    scheduling, liveness, RPC, views), with its admin operations (:class:`ClusterAdmin`),
+    partition group registry (:class:`PartitionGroupRegistry`) and partition reassignments
+    (:class:`PartitionReassignments`). Event-loop thread only."""
 
     def __init__(self, host: "ClusterHost") -> None:
         cfg = host.config
@@ -130,6 +132,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
         """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
         self.rpc_ops["elect_preferred"] = self._rpc_elect_preferred
+        self._reconf_watch: set[str] = set()
+        """Partition groups whose leader may have to change their configuration (reassignment)."""
+        self._completing: set[tuple] = set()
+        """Metadata leader: (topic, partition, target) of moves whose end is being committed."""
 
     # ================================================================== lifecycle
     async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
@@ -256,6 +262,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                     if self._first_campaign_lost(g):
                         g.node.campaign()
                     self.mark_dirty(g)
+            if self._reconf_watch:
+                self._drive_reconfigurations()
             self.transport.keepalive()
 
     def _first_campaign_lost(self, g: RaftGroup) -> bool:
@@ -498,6 +506,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             self._drop_replica(topic, index, delete_log=True)
         if result.created or result.changed_topics:
             self._reconcile_replicas(result.changed_topics)
+        for topic, index in result.changed_partitions:
+            self._on_partition_changed(topic, index)
 
     # ================================================================== proposals
     def _spawn(self, coro) -> None:
@@ -592,6 +602,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
             cur = self._claims.get(gid)
             if cur is None or int(epoch) >= cur[1]:
                 self._claims[gid] = (node, int(epoch))
+        if req.get("reassignments"):
+            self._complete_reassignments(req["reassignments"])
         host, port = str(req["host"]), int(req["port"])
         endpoints = endpoints_from_json(req.get("endpoints"))  # absent from brokers older than listeners
         known = self.image.brokers.get(node)
@@ -626,7 +638,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                        if gid != META_GROUP and g.node.is_leader}
             req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
                    "leaders": leaders, "applied": self.applied_offset,
-                   "directory_id": self.host.identity.directory_id, "rack": self.config.broker_rack}
+                   "directory_id": self.host.identity.directory_id, "rack": self.config.broker_rack,
+                   "reassignments": self._reassignment_reports()}
             leader = self.meta.node.leader_id
             resp = None
             try:
@@ -777,6 +790,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry):
                           "log_start_offset": p.kafka_log_start_offset, "log_end_offset": p.kafka_log_end_offset,
                           "high_watermark": p.kafka_high_watermark, "lag": lag,
                           "raft_log_end_offset": p.log_end_offset,  # Raft-internal batches included
+                          "raft_voters": sorted(n.voters), "raft_learners": sorted(n.learners),
                           "quiet": g.quiet if n.is_leader else not self._should_tick(g)})
         return {
             "node_id": self.node_id,

@@ -42,8 +42,9 @@ class PartitionGroupRegistry:
             if p is None or not p.replicas or p.replicas[0] == self.node_id:
                 continue
             preferred = p.replicas[0]
-            if preferred not in self.live_brokers or not self.transport.connected(preferred):
-                continue
+            if (preferred not in g.node.voters or preferred not in self.live_brokers
+                    or not self.transport.connected(preferred)):
+                continue  # (not a voter yet: a replica joining by reassignment)
             # Close enough: the transfer itself brings it up to date before TimeoutNow (and gives
             # up after an election timeout), so under steady load it still happens.
             if g.node.match_offsets().get(preferred, -1) >= g.node.last_offset - LEADER_BALANCE_MAX_LAG_OFFSETS:
@@ -73,6 +74,9 @@ class PartitionGroupRegistry:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         if preferred not in self.live_brokers or not self.transport.connected(preferred):
             return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {preferred} is not live"
+        if preferred not in g.node.voters:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, \
+                f"preferred replica {preferred} is still joining the partition (reassignment)"
         deadline = self.loop.time() + timeout_s
         while g.node.leader_id != preferred:
             if g.node.is_leader and g.node.transferee is None:
@@ -112,12 +116,18 @@ class PartitionGroupRegistry:
             plog.update_config(cfg)
         p = ReplicatedPartition(info.name, index, plog, host.replicas, replicas)
         gid = group_id_of(info.name, index)
-        g = RaftGroup(self, gid, plog, replicas, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
+        voters = replicas
+        move = self.image.reassignments.get((info.name, index))
+        if move is not None and self.node_id not in move.original:
+            # Joining by reassignment: start as a non-member (never campaigns) with the original
+            # voters; the leader adds it as a learner and its log or snapshot brings the rest.
+            voters = list(move.original)
+        g = RaftGroup(self, gid, plog, voters, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
         g.tp = (info.name, index)
         p.attach(g, on_leader=self._on_partition_leader)
         host.replicas.partitions[(info.name, index)] = p
         self.groups[gid] = g
-        fresh = plog.log_end_offset == 0 and g.node.term == 0
+        fresh = plog.log_end_offset == 0 and g.node.term == 0 and self.node_id in voters
         if fresh and replicas[0] == self.node_id and self.loop is not None:
             g.node.campaign()  # the preferred replica asks first: leaders start balanced
         if self.loop is not None:
@@ -135,5 +145,7 @@ class PartitionGroupRegistry:
         # Report a new leadership to the metadata leader at once, not at the next heartbeat:
         # brokers hosting no replica of it learn leaders from the heartbeat answers.
         self._heartbeat_now.set()
+        if leader:  # a new leader resumes a reassignment (or repairs its configuration)
+            self._reconf_watch.add(group_id_of(partition.topic, partition.index))
         self.host.on_partition_leader(partition.topic, partition.index, leader)
 

@@ -1,0 +1,204 @@
+"""Partition reassignment (KIP-455, issue 20) on 4 real broker processes, with kafka-python's
+AdminClient (AlterPartitionReassignments / ListPartitionReassignments; confluent-kafka has no
+such calls) and a confluent-kafka acks=all idempotent producer writing the whole time.
+
+- A topic of RF 3 on brokers {1,2,3} moves to {2,3,4}: broker 4 is SIGSTOPped first, so the move
+  is seen in progress (listed with adding [4], removing [1]); once it resumes the move completes
+  (nothing listed, every replica reports the target, broker 1 deleted its replica dirs). Every
+  acknowledged record is read back at its offset, offsets stay 0..N-1 although the logs hold
+  Raft-internal CONFIG batches, and again once broker 1 is stopped (the data lives on {2,3,4}).
+  Kafka's errors: cancelling nothing, an unknown broker, an unknown partition.
+- The partition leader is SIGKILLed during a move: a new leader resumes it and it completes; the
+  killed broker, restarted, deletes its replica; no acknowledged record is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import InvalidReplicationAssignmentError, KafkaError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
+
+from litemq.testing.cluster import LocalCluster, wait_for
+from litemq.testing.readback import read_sequenced
+from tests.cluster.test_cluster_failover import CLIENT, Load, check_no_acked_loss
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+
+OVERRIDES = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500",
+             "leader.imbalance.check.interval.ms": "1000"}
+
+
+def _create(bootstrap: str, topic: str, assignment: list[list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, len(assignment), replica_assignment=assignment)],
+                        operation_timeout=30)[topic].result(timeout=60)
+
+
+def _kadmin(cluster: LocalCluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
+
+
+def _views(cluster: LocalCluster, topic: str, exclude=()) -> dict[int, dict[int, dict]]:
+    """partition -> node -> its status entry, over the live brokers."""
+    out: dict[int, dict[int, dict]] = {}
+    for node, st in cluster.statuses(exclude).items():
+        for pt in st["partitions"]:
+            if pt["topic"] == topic:
+                out.setdefault(pt["partition"], {})[node] = pt
+    return out
+
+
+def _moved(cluster: LocalCluster, topic: str, targets: dict[int, list[int]], exclude=()) -> bool:
+    """Every partition hosted by exactly its target, with the target as voters and no learner."""
+    views = _views(cluster, topic, exclude)
+    for p, target in targets.items():
+        v = views.get(p, {})
+        if sorted(v) != sorted(n for n in target if n not in exclude):
+            return False
+        for pt in v.values():
+            if pt["replicas"] != target:
+                return False
+            if pt["role"] == "leader" and (pt["raft_voters"] != sorted(target) or pt["raft_learners"]):
+                return False
+    return True
+
+
+def _pause_joiner(cluster: LocalCluster, node: int) -> None:
+    """SIGSTOP ``node`` (the broker joining the replica set) so the move stays in progress; first
+    restart it while it leads the metadata group (a paused metadata leader answers nothing)."""
+    while cluster.metadata_leader() == node:
+        cluster.kill(node)
+        wait_for(lambda: cluster.metadata_leader() != node, 20, "a new metadata leader")
+        cluster.restart(node)
+    cluster.pause(node)
+
+
+def _listed(cluster: LocalCluster, exclude=()) -> dict:
+    """ListPartitionReassignments through a new kafka-python admin client bootstrapped from the
+    live brokers (retried: the client does not retry a controller that just died)."""
+    def ask():
+        admin = KafkaAdminClient(bootstrap_servers=",".join(
+            f"127.0.0.1:{cluster.node(i).port}" for i in cluster.node_ids if i not in exclude))
+        try:
+            return [admin.list_partition_reassignments()]
+        except KafkaError:
+            return None
+        finally:
+            admin.close()
+    return wait_for(ask, 30, "ListPartitionReassignments answered")[0]
+
+
+def _partition_dirs(cluster: LocalCluster, node: int, topic: str) -> list[str]:
+    data = Path(cluster.node(node).data_dir)
+    return sorted(d.name for d in data.iterdir() if d.is_dir() and d.name.startswith(topic + "-"))
+
+
+def _check_dense(load: Load, read: dict[int, list[tuple[int, int]]]) -> None:
+    check_no_acked_loss(load, read)
+    for p, got in read.items():
+        offsets = [o for o, _ in got]
+        assert offsets == list(range(len(offsets))), \
+            f"partition {p}: offsets not 0..{len(offsets) - 1}: first gaps {[o for i, o in enumerate(offsets) if o != i][:5]}"
+
+
+def test_move_every_partition_under_load(tmp_path):
+    topic, n = "moving", 2
+    before = {0: [1, 2, 3], 1: [2, 3, 1]}
+    after = {0: [2, 3, 4], 1: [3, 4, 2]}
+    with LocalCluster(tmp_path, 4, OVERRIDES) as cluster:
+        bs = cluster.bootstrap_servers
+        _create(bs, topic, [before[p] for p in range(n)])
+        cluster.wait_leaders(topic, n)
+        admin = _kadmin(cluster)
+        load = Load(bs, topic, n, rate=300).start()
+        try:
+            load.wait_progress(20, what="before the move")
+            # Kafka's errors
+            res = admin.alter_partition_reassignments({TopicPartition(topic, 0): None,
+                                                       TopicPartition(topic, 1): [2, 3, 9],
+                                                       TopicPartition(topic, 7): [2, 3, 4],
+                                                       TopicPartition("nope", 0): [2, 3, 4]})
+            assert res == {TopicPartition(topic, 0): NoReassignmentInProgressError,
+                           TopicPartition(topic, 1): InvalidReplicationAssignmentError,
+                           TopicPartition(topic, 7): UnknownTopicOrPartitionError,
+                           TopicPartition("nope", 0): UnknownTopicOrPartitionError}, res
+            assert admin.list_partition_reassignments() == {}
+
+            _pause_joiner(cluster, 4)  # the new replica cannot catch up: the move stays in progress
+            res = admin.alter_partition_reassignments({TopicPartition(topic, p): after[p] for p in range(n)})
+            assert res == {TopicPartition(topic, p): None for p in range(n)}, res
+            listed = admin.list_partition_reassignments()
+            assert listed == {
+                TopicPartition(topic, 0): {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]},
+                TopicPartition(topic, 1): {"replicas": [3, 4, 2, 1], "adding_replicas": [4], "removing_replicas": [1]},
+            }, listed
+            assert admin.list_partition_reassignments({topic: [1, 5]}) == {
+                TopicPartition(topic, 1): listed[TopicPartition(topic, 1)]}
+            load.wait_progress(20, what="while broker 4 is paused (the old voters commit)")
+            # broker 4 joined as a learner and is not promoted before it catches up
+            confs = {p: (pt["raft_voters"], pt["raft_learners"]) for p, v in _views(cluster, topic, {4}).items()
+                     for pt in v.values() if pt["role"] == "leader"}
+            assert confs == {0: ([1, 2, 3], [4]), 1: ([1, 2, 3], [4])}, confs
+            cluster.resume(4)
+
+            wait_for(lambda: admin.list_partition_reassignments() == {} and _moved(cluster, topic, after), 60,
+                     lambda: f"the move to {after} completes: listed {admin.list_partition_reassignments()}, "
+                             f"replicas {_views(cluster, topic)}", interval_s=0.5)
+            wait_for(lambda: _partition_dirs(cluster, 1, topic) == [], 20,
+                     lambda: f"broker 1 deletes its replicas: {_partition_dirs(cluster, 1, topic)}")
+            load.wait_progress(20, what="after the move")
+        finally:
+            load.stop()
+            admin.close()
+        assert not load.failed, load.failed[:3]
+        views = _views(cluster, topic)
+        internal = sum(pt["raft_log_end_offset"] - pt["log_end_offset"] for v in views.values() for pt in v.values()
+                       if pt["role"] == "leader")
+        assert internal >= 2 * 3, f"the leaders' logs hold {internal} Raft-internal batches (>= 3 CONFIG each)"
+        want = {p: {o for o, _ in acked} for p, acked in load.acked.items()}
+        _check_dense(load, read_sequenced(bs, topic, n, want, group_id="moved-check", client_config=CLIENT))
+
+        cluster.kill(1)
+        cluster.wait_leaders(topic, n, exclude={1})
+        others = ",".join(f"127.0.0.1:{cluster.node(i).port}" for i in (2, 3, 4))
+        _check_dense(load, read_sequenced(others, topic, n, want, group_id="moved-check-2", client_config=CLIENT))
+
+
+def test_leader_killed_during_a_move(tmp_path):
+    topic = "moving-kill"
+    with LocalCluster(tmp_path, 4, OVERRIDES) as cluster:
+        bs = cluster.bootstrap_servers
+        _create(bs, topic, [[1, 2, 3]])
+        cluster.wait_leaders(topic, 1)
+        admin = _kadmin(cluster)
+        load = Load(bs, topic, 1, rate=300).start()
+        try:
+            load.wait_progress(20, what="before the move")
+            _pause_joiner(cluster, 4)
+            assert admin.alter_partition_reassignments({TopicPartition(topic, 0): [2, 3, 4]}) == \
+                {TopicPartition(topic, 0): None}
+            victim = cluster.leader_of(topic, 0)
+            cluster.kill(victim)
+            cluster.resume(4)
+            wait_for(lambda: _moved(cluster, topic, {0: [2, 3, 4]}, exclude={victim}), 60,
+                     lambda: f"the move completes without broker {victim}: {_views(cluster, topic, {victim})}",
+                     interval_s=0.5)
+            assert _listed(cluster, exclude={victim}) == {}
+            load.wait_progress(20, what="after the move")
+            cluster.restart(victim)
+            if victim not in (2, 3, 4):
+                wait_for(lambda: _partition_dirs(cluster, victim, topic) == [], 30,
+                         lambda: f"restarted broker {victim} deletes its replica: {_partition_dirs(cluster, victim, topic)}")
+            wait_for(lambda: _moved(cluster, topic, {0: [2, 3, 4]}), 30,
+                     lambda: f"still {[2, 3, 4]} after the restart: {_views(cluster, topic)}", interval_s=0.5)
+            time.sleep(0.5)
+        finally:
+            load.stop()
+            admin.close()
+        assert not load.failed, load.failed[:3]
+        want = {0: {o for o, _ in load.acked[0]}}
+        _check_dense(load, read_sequenced(bs, topic, 1, want, group_id="kill-check", client_config=CLIENT))
