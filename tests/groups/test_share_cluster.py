@@ -65,3 +65,87 @@ def test_share_partition_state_survives_a_leader_sigkill(tmp_path):
         c2.close()
         assert sorted(o for o, _ in again) == list(range(1, 100, 2))  # no accepted record comes back
         assert {d for _, d in again} == {2}
+
+
+def _coordinator(cluster, group: str, exclude: int | None = None) -> int:
+    """The node id of ``group``'s coordinator once a live broker names one (not ``exclude``)."""
+    from groups_helpers import wait_until
+
+    from litemq.testing.wire import WireClient
+
+    def ask():
+        for nid in cluster.live_ids():
+            try:
+                with WireClient("127.0.0.1", cluster.node(nid).port) as w:
+                    c = w.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+            except OSError:
+                continue
+            if c.error_code == 0 and c.node_id != exclude:
+                return c.node_id + 1  # truthy for node 0
+        return None
+
+    return wait_until(ask, 60, f"a coordinator for {group}") - 1
+
+
+def test_share_group_membership_and_group_configs_follow_a_coordinator_failover(tmp_path):
+    """Kafka 4.1: share-group members (their epochs) and group configs are durable with the
+    group. A group config set through a broker that is not the coordinator (forwarded over the
+    broker RPC) is seen from every broker and by the share-partition leader; after the
+    coordinator is SIGKILLed the new coordinator knows the member with its epoch and the config."""
+    from groups_helpers import wait_until
+
+    from litemq.protocol.errors import ErrorCode as E
+    from litemq.testing.wire import WireClient
+
+    with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("qf", 1, 3)], operation_timeout=30)["qf"].result(timeout=60)
+        cluster.wait_leaders("qf", 1)
+        coord = _coordinator(cluster, "gfo")
+        others = [n for n in cluster.live_ids() if n != coord]
+
+        def wire(nid: int) -> WireClient:
+            return WireClient("127.0.0.1", cluster.node(nid).port)
+
+        with wire(others[0]) as w:
+            res = w.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": "gfo", "configs": [
+                {"name": "share.record.lock.duration.ms", "config_operation": 0, "value": "20000"}]}],
+                "validate_only": False}).responses[0]
+            assert res.error_code == E.NONE, res
+
+        def lock_config(nid: int):
+            with wire(nid) as w:
+                r = w.request(32, 4, {"resources": [{"resource_type": 32, "resource_name": "gfo",
+                                                     "configuration_keys": ["share.record.lock.duration.ms"]}],
+                                      "include_synonyms": False, "include_documentation": False}).results[0]
+            return (r.error_code, tuple((c.value, c.config_source) for c in r.configs))
+
+        assert {lock_config(n) for n in cluster.live_ids()} == {(E.NONE, (("20000", 8),))}
+        with wire(coord) as w:
+            joined = w.request(76, 1, {"group_id": "gfo", "member_id": "m1", "member_epoch": 0, "rack_id": None,
+                                       "subscribed_topic_names": ["qf"]})
+        assert joined.error_code == E.NONE and joined.member_epoch > 0
+        leader = cluster.leader_of("qf", 0)
+        with wire(leader) as w:  # the share-partition leader applies the group's lock duration
+            r = w.request(78, 1, {"group_id": "gfo", "member_id": "m1", "share_session_epoch": 0, "max_wait_ms": 0,
+                                  "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+                                  "topics": [], "forgotten_topics_data": []})
+            assert r.acquisition_lock_timeout_ms == 20000
+
+        cluster.kill(coord)
+        new = _coordinator(cluster, "gfo", exclude=coord)
+
+        def heartbeat():
+            with wire(new) as w:
+                r = w.request(76, 1, {"group_id": "gfo", "member_id": "m1", "member_epoch": joined.member_epoch,
+                                      "rack_id": None, "subscribed_topic_names": None})
+            return r if r.error_code != E.COORDINATOR_LOAD_IN_PROGRESS and r.error_code != E.NOT_COORDINATOR \
+                else None
+
+        again = wait_until(heartbeat, 60, "a heartbeat the new coordinator answers")
+        assert again.error_code == E.NONE and again.member_epoch >= joined.member_epoch  # no rejoin
+        with wire(new) as w:
+            g = w.request(77, 1, {"group_ids": ["gfo"], "include_authorized_operations": False}).groups[0]
+        assert g.error_code == E.NONE and [m.member_id for m in g.members] == ["m1"]
+        assert lock_config(new) == (E.NONE, (("20000", 8),))
