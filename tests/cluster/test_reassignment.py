@@ -14,6 +14,7 @@ such calls) and a confluent-kafka acks=all idempotent producer writing the whole
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -77,12 +78,15 @@ def _pause_joiner(cluster: LocalCluster, node: int) -> None:
     cluster.pause(node)
 
 
+def _bootstrap(cluster: LocalCluster, *exclude: int) -> str:
+    return ",".join(f"127.0.0.1:{cluster.node(i).port}" for i in cluster.node_ids if i not in exclude)
+
+
 def _listed(cluster: LocalCluster, exclude=()) -> dict:
     """ListPartitionReassignments through a new kafka-python admin client bootstrapped from the
     live brokers (retried: the client does not retry a controller that just died)."""
     def ask():
-        admin = KafkaAdminClient(bootstrap_servers=",".join(
-            f"127.0.0.1:{cluster.node(i).port}" for i in cluster.node_ids if i not in exclude))
+        admin = KafkaAdminClient(bootstrap_servers=_bootstrap(cluster, *exclude))
         try:
             return [admin.list_partition_reassignments()]
         except KafkaError:
@@ -202,3 +206,68 @@ def test_leader_killed_during_a_move(tmp_path):
         assert not load.failed, load.failed[:3]
         want = {0: {o for o, _ in load.acked[0]}}
         _check_dense(load, read_sequenced(bs, topic, 1, want, group_id="kill-check", client_config=CLIENT))
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "litemq.cli", "partition", "reassign", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_generate_execute_verify_cancel(tmp_path):
+    """``litemq partition reassign`` with kafka-reassign-partitions' JSON files: a generated plan
+    moves a topic to {2,3,4} (verify: in progress, then completed); a move cancelled while its
+    new replica is SIGSTOPped walks back to the original replicas, and the joiner deletes its copy."""
+    topic = "cli-moving"
+    with LocalCluster(tmp_path / "c", 4, OVERRIDES) as cluster:
+        bs = cluster.bootstrap_servers
+        _create(bs, topic, [[1, 2, 3], [2, 3, 1]])
+        cluster.wait_leaders(topic, 2)
+        topics = tmp_path / "topics.json"
+        topics.write_text('{"version": 1, "topics": [{"topic": "%s"}]}' % topic)
+        r = _cli("-b", bs, "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "2,3,4")
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = r.stdout.splitlines()
+        current = json.loads(lines[lines.index("Current partition replica assignment") + 1])
+        assert [(p["partition"], p["replicas"]) for p in current["partitions"]] == [(0, [1, 2, 3]), (1, [2, 3, 1])]
+        proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+        plan = {p["partition"]: p["replicas"] for p in proposed["partitions"]}
+        assert all(sorted(r) == [2, 3, 4] for r in plan.values()) and {r[0] for r in plan.values()} == {2, 3}, plan
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(proposed))
+
+        _pause_joiner(cluster, 4)
+        bs = _bootstrap(cluster, 4)  # a client may pick a paused bootstrap broker and hang there
+        r = _cli("-b", bs, "--execute", "--reassignment-json-file", str(plan_file))
+        assert r.returncode == 0 and f"Successfully started partition reassignments for {topic}-0,{topic}-1" \
+            in r.stdout, r.stdout + r.stderr
+        r = _cli("-b", bs, "--verify", "--reassignment-json-file", str(plan_file))
+        assert r.returncode == 1 and f"Reassignment of partition {topic}-0 is still in progress." in r.stdout, \
+            r.stdout + r.stderr
+        cluster.resume(4)
+        wait_for(lambda: _cli("-b", bs, "--verify", "--reassignment-json-file", str(plan_file)).returncode == 0, 60,
+                 lambda: f"verify reports the moves completed: {_views(cluster, topic)}", interval_s=1)
+        assert _moved(cluster, topic, plan)
+        r = _cli("-b", bs, "--cancel", "--reassignment-json-file", str(plan_file))
+        assert r.returncode == 0 and "None of the specified partition reassignments are active" in r.stdout, r.stdout
+
+        # back to {1,2,3} for partition 0, cancelled while broker 1 (joining again) is paused
+        back = tmp_path / "back.json"
+        back.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0,
+                                                                  "replicas": [1, 2, 3]}]}))
+        _pause_joiner(cluster, 1)
+        bs = _bootstrap(cluster, 1)
+        r = _cli("-b", bs, "--execute", "--reassignment-json-file", str(back))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _partition_dirs(cluster, 4, topic) == [f"{topic}-0", f"{topic}-1"]
+        r = _cli("-b", bs, "--cancel", "--reassignment-json-file", str(back))
+        assert r.returncode == 0 and f"Successfully cancelled partition reassignments for: {topic}-0" in r.stdout, \
+            r.stdout + r.stderr
+        cluster.resume(1)
+        wait_for(lambda: _moved(cluster, topic, plan), 60,
+                 lambda: f"the cancelled move walks back to {plan}: {_views(cluster, topic)}", interval_s=0.5)
+        wait_for(lambda: _partition_dirs(cluster, 1, topic) == [], 20,
+                 lambda: f"broker 1 deletes the replica it had started: {_partition_dirs(cluster, 1, topic)}")
+        assert _listed(cluster) == {}

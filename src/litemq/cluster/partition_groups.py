@@ -119,9 +119,10 @@ class PartitionGroupRegistry:
         voters = replicas
         move = self.image.reassignments.get((info.name, index))
         if move is not None and self.node_id not in move.original:
-            # Joining by reassignment: start as a non-member (never campaigns) with the original
-            # voters; the leader adds it as a learner and its log or snapshot brings the rest.
-            voters = list(move.original)
+            # Joining by reassignment: start with an empty configuration (never campaigns, counts
+            # in no quorum); the leader adds it as a learner and the CONFIG entry that does it (or
+            # a snapshot) brings the configuration (cluster/replica_move.py).
+            voters = []
         g = RaftGroup(self, gid, plog, voters, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
         g.tp = (info.name, index)
         p.attach(g, on_leader=self._on_partition_leader)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 
+from litemq import limits
 from litemq.cluster.image import MetadataImage, check_replica_list
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import RaftError
@@ -42,17 +43,13 @@ from litemq.raft.reconfigure import ConfStepKind, next_conf_step
 
 log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as its other parts
 
-__all__ = ["PROMOTE_MAX_LAG_OFFSETS", "PartitionReassignments", "completion_record", "listed_reassignments",
+__all__ = ["PartitionReassignments", "completion_record", "listed_reassignments",
            "plan_reassignment"]
-
-PROMOTE_MAX_LAG_OFFSETS = 1_000
-"""A learner is promoted to voter once its log reached the leader's high watermark (Kafka's
-condition to join the ISR) and is at most this many offsets behind the leader's last offset."""
-
 
 def _caught_up(node, member: int) -> int | None:
     """``member``'s match offset on leader ``node`` once its log reached the high watermark (the
-    commit index), else None (not caught up: not promotable yet)."""
+    commit index: Kafka's condition to join the ISR), else None (not promotable yet; a bound in
+    offsets alone would promote a learner holding nothing while the log is short)."""
     m = node.match_offset(member)
     return m if m is not None and m >= node.commit_index else None
 
@@ -76,8 +73,6 @@ def plan_reassignment(image: MetadataImage, topic: str, index: int, replicas: li
             in progress); INVALID_REPLICA_ASSIGNMENT (empty list, unknown or repeated broker,
             every broker fenced, more than ``limits.RAFT_MAX_VOTERS``).
     """
-    from litemq import limits
-
     hosts = _partition(image, topic, index)
     move = image.reassignments.get((topic, index))
     if replicas is None:
@@ -192,7 +187,7 @@ class PartitionReassignments:
             if node.transferee is not None:
                 continue
             step = next_conf_step(node.conf_state, target, self.node_id, lambda n, node=node: _caught_up(node, n),
-                                  node.last_offset, PROMOTE_MAX_LAG_OFFSETS)
+                                  node.last_offset, limits.RAFT_PROMOTE_MAX_LAG_OFFSETS)
             if step.kind is ConfStepKind.DONE:
                 if not node.config_change_pending():
                     watch.discard(gid)
