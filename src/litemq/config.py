@@ -131,11 +131,12 @@ class BrokerConfig:
     share_coordinator_state_topic_replication_factor: int = 3
     """Replicas of ``__share_group_state`` (at most the live brokers)."""
     share_auto_offset_reset: str = "latest"
-    """Where a share group starts reading a partition it has no state for: ``latest`` or
-    ``earliest`` (Kafka's group config of that name; LiteMQ applies it to every share group)."""
+    """Where a share group starts reading a partition it has no state for: ``latest``,
+    ``earliest`` or ``by_duration:<PnDTnHnMn.nS>``; the default of Kafka's group config of that
+    name (a group's own value wins, ``litemq config --group``)."""
     share_isolation_level: str = "read_uncommitted"
-    """``read_committed`` delivers only committed transactional records (Kafka's group config of
-    that name; LiteMQ applies it to every share group)."""
+    """``read_committed`` delivers only committed transactional records; the default of Kafka's
+    group config of that name (a group's own value wins)."""
     offset_metadata_max_bytes: int = 4096
 
     # replicated cluster (litemq.cluster): empty ``controller_quorum_voters`` = single node

@@ -1,6 +1,6 @@
 """Kafka 4.1 group configs of share groups (``kafka-configs --entity-type groups``; here
 ``litemq config --group G`` and confluent-kafka's AdminClient with GROUP config resources):
-``share.auto.offset.reset``, ``share.record.lock.duration.ms`` and ``share.heartbeat.interval.ms``
+``share.auto.offset.reset`` (``earliest``, ``by_duration:PT1H``), ``share.record.lock.duration.ms`` and ``share.heartbeat.interval.ms``
 set for one group apply to that group only, bad values are refused with Kafka's messages, and
 the overrides survive a broker SIGKILL and restart (they are stored in ``__consumer_offsets``).
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                  ResourceType)
 
 from groups_helpers import child_env, create_topic
 from litemq.testing.process import BrokerProcess
@@ -81,6 +82,18 @@ def test_share_group_configs_apply_to_their_group_and_survive_a_restart(tmp_path
         early = consumer(bs, "g-early", "queue-cfg")
         assert sorted(o for _, o, _, _ in poll_records(early, 15, want=5)) == [0, 1, 2, 3, 4]  # earliest
         early.close()
+        # by_duration:<ISO-8601 duration>: the first record produced at or after now minus it
+        admin = AdminClient({"bootstrap.servers": bs})
+        for group, duration in (("g-hour", "PT1H"), ("g-now", "PT0S")):
+            res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+                "share.auto.offset.reset", f"by_duration:{duration}", incremental_operation=AlterConfigOpType.SET)])
+            admin.incremental_alter_configs([res])[res].result(timeout=30)
+        hour = consumer(bs, "g-hour", "queue-cfg")
+        assert len(poll_records(hour, 15, want=5)) == 5  # all 5 were produced within the hour
+        hour.close()
+        now = consumer(bs, "g-now", "queue-cfg")
+        assert poll_records(now, 3) == []  # none at or after now: the high watermark
+        now.close()
 
         b.kill()
         b.start()

@@ -13,6 +13,7 @@ share.session.timeout.ms          group.share.session.timeout.ms             int
 share.heartbeat.interval.ms       group.share.heartbeat.interval.ms          int
 share.record.lock.duration.ms     group.share.record.lock.duration.ms        int
 share.auto.offset.reset           share.auto.offset.reset                    string
+                                  (``latest``, ``earliest``, ``by_duration:<ISO-8601 duration>``)
 share.isolation.level             share.isolation.level                      string
 ================================  =========================================  ==========
 
@@ -32,6 +33,7 @@ fields``; a tombstone when no override is left. The group's coordinator answers 
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -101,6 +103,31 @@ GROUP_CONFIG_BOUNDS: dict[str, tuple[str, int, str, int]] = {
 default), in the order Kafka checks them."""
 
 
+BY_DURATION = "by_duration:"
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(?:T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def duration_ms(text: str) -> int | None:
+    """Milliseconds of a Java ``Duration.parse`` text (``PnDTnHnMn.nS``, e.g. ``PT1H``,
+    ``P1DT30M``); None when it does not parse. (Kafka's ``by_duration:`` reset strategy.)"""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or text.strip().upper().endswith("T") or text.strip().upper() in ("P", "-P", "+P"):
+        return None
+    sign, days, hours, minutes, seconds, frac = m.groups()
+    ms = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 + int(seconds or 0) * 1000
+    if frac:
+        ms += int((frac + "000")[:3]) * (-1 if (seconds or "").startswith("-") else 1)
+    return -ms if sign == "-" else ms
+
+
+def by_duration_ms(reset: str) -> int | None:
+    """The duration of a ``by_duration:<duration>`` reset strategy in ms, else None."""
+    if not reset.lower().startswith(BY_DURATION):
+        return None
+    return duration_ms(reset[len(BY_DURATION):])
+
+
 def default_value(name: str, broker_config) -> str:
     """The broker-wide value a group config falls back to (``broker_config``: a BrokerConfig)."""
     return str(getattr(broker_config, GROUP_CONFIG_DEFS[name].attr))
@@ -132,8 +159,17 @@ def validate_group_configs(configs: dict[str, str], broker_config) -> None:
             if int(text) < d.at_least:
                 raise _invalid(f"Invalid value {raw} for configuration {name}: Value must be at least {d.at_least}")
         elif raw.strip().lower() not in d.choices:
-            raise _invalid(f"Invalid value {raw} for configuration {name}: String must be one of: "
-                           f"{', '.join(d.choices)}")
+            if name == "share.auto.offset.reset" and raw.strip().lower().startswith(BY_DURATION):
+                ms = by_duration_ms(raw.strip())
+                if ms is None or ms < 0:
+                    raise _invalid(f"Invalid value {raw} for configuration {name}: the duration of "
+                                   f"by_duration must be an ISO-8601 duration (PnDTnHnMn.nS), not negative")
+            else:
+                raise _invalid(f"Invalid value {raw} for configuration {name}: String must be one of: "
+                               f"{', '.join(d.choices)} or by_duration:<PnDTnHnMn.nS>"
+                               if name == "share.auto.offset.reset" else
+                               f"Invalid value {raw} for configuration {name}: String must be one of: "
+                               f"{', '.join(d.choices)}")
         values[name] = int(raw.strip()) if d.config_type == CONFIG_TYPE_INT else raw.strip().lower()
     for name, (lo_name, lo, hi_name, hi) in GROUP_CONFIG_BOUNDS.items():
         if name not in configs:

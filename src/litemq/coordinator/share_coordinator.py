@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from litemq.coordinator.consumer_group import MemberState
 from litemq.coordinator.consumer_group_manager import _metadata_hash
+from litemq.coordinator.group_configs import by_duration_ms
 from litemq.coordinator.internal_topic import append_committed, replay_latest
 from litemq.coordinator.records import FormatError, partition_for
 from litemq.coordinator.share_group import ShareGroup, ShareGroupMember
@@ -144,9 +145,10 @@ class ShareCoordinator:
         (the broker refuses to start)."""
         self.host = host
         self.config = host.config
-        if self.config.share_auto_offset_reset not in ("latest", "earliest"):
-            raise ValueError(f"share.auto.offset.reset: {self.config.share_auto_offset_reset!r} is not one of "
-                             "latest, earliest")
+        reset, ms = self.config.share_auto_offset_reset, by_duration_ms(self.config.share_auto_offset_reset)
+        if reset not in ("latest", "earliest") and (ms is None or ms < 0):
+            raise ValueError(f"share.auto.offset.reset: {reset!r} is not one of latest, earliest, "
+                             "by_duration:<PnDTnHnMn.nS>")
         if self.config.share_isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"share.isolation.level: {self.config.share_isolation_level!r} is not one of "
                              "read_uncommitted, read_committed")
@@ -714,8 +716,7 @@ class ShareCoordinator:
                 sp.dirty = True
                 entry = _Entry(key, sp, p.leader_epoch, snap.snapshot_epoch, snap.create_timestamp_ms)
             else:
-                reset = (await self.group_settings(group_id)).auto_offset_reset
-                start = p.kafka_log_start_offset if reset == "earliest" else p.kafka_high_watermark
+                start = self._initial_offset(p, (await self.group_settings(group_id)).auto_offset_reset)
                 sp.initialize(start)
                 sp.dirty = True
                 entry = _Entry(key, sp, p.leader_epoch, 0, now_ms)
@@ -731,6 +732,21 @@ class ShareCoordinator:
         finally:
             del self._loading[k]
             fut.set_result(None)
+
+    @staticmethod
+    def _initial_offset(p, reset: str) -> int:
+        """Where a new share-partition starts (Kafka ``ShareGroupAutoOffsetResetStrategy``):
+        the log start (``earliest``), the first record at or after now minus the duration
+        (``by_duration:<duration>``; the high watermark when there is none), else the high
+        watermark (``latest``)."""
+        if reset == "earliest":
+            return p.kafka_log_start_offset
+        ms = by_duration_ms(reset)
+        if ms is not None:
+            found = p.log.offset_for_timestamp(int(time.time() * 1000) - ms)
+            if found is not None and found[0] < p.high_watermark:
+                return p.kafka_offset(found[0])
+        return p.kafka_high_watermark
 
     def _notify(self) -> None:
         """Wake long-polling share fetches: records became available (release, expiry)."""
