@@ -227,6 +227,18 @@ async def _test_cancel_walks_back_to_the_original_replica_set(tmp_path):
         assert g.node.conf_state == ConfState(original)
         status = reassign_step(g, original)
         assert status.state is ReassignState.DONE
+        # an idle partition's next leader (no no-op: nothing to commit) reports the move done too
+        await _settle(net, original)
+        other = next(m for m in original if m != g.host.node_id)
+        g.node.transfer_leadership(other)
+        g.host.mark_dirty(g)
+        for _ in range(300):
+            if net.hosts[other].group.node.is_leader:
+                break
+            await asyncio.sleep(TICK_S)
+        new = net.hosts[other].group
+        assert new.node.is_leader and new.node.log_end_offset == g.node.log_end_offset
+        assert reassign_step(new, original).state is ReassignState.DONE
     finally:
         await net.close()
 

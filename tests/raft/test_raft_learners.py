@@ -239,3 +239,34 @@ def test_old_voters_only_config_entries_still_apply():
     node = RaftNode(1, {1, 2, 3}, MemoryLog(Snapshot(-1, 0, frozenset({1, 2, 3})), entries))
     assert node.conf_state == ConfState(frozenset({1, 2}))
     assert node.soft_state.learners == frozenset()
+
+
+def test_an_idle_new_leader_has_no_change_pending_and_appends_its_noop_when_asked():
+    """A partition's new leader on a fully committed log skips its no-op: no configuration
+    change is pending (a finished move is reported done), and the first change it is asked for
+    appends the no-op and is refused until that commits."""
+    c = Cluster(ids=(1, 2, 3), seed=13, config=RaftConfig(noop_only_when_needed=True))
+    leader = c.wait_leader()
+    c.add_node(4)
+    _settle(c)
+    with pytest.raises(ConfigChangeInProgress):
+        leader.propose_add_learner(4)  # its no-op first
+    _settle(c)
+    leader.propose_add_learner(4)
+    _settle(c)
+    assert leader.learners == {4} and not leader.config_change_pending()
+    other = next(i for i in (1, 2, 3) if i != leader.id)
+    leader.transfer_leadership(other)
+    _settle(c, 5)
+    new = c.nodes[other]
+    assert new.role is Role.LEADER and new.log_end_offset == leader.log_end_offset  # no no-op
+    assert not new.config_change_pending() and not new.config_change_allowed()
+    end = new.log_end_offset
+    with pytest.raises(ConfigChangeInProgress):
+        new.propose_promote_learner(4)
+    assert new.log_end_offset == end + 1 and not new.config_change_pending()  # its no-op
+    _settle(c)
+    new.propose_promote_learner(4)
+    assert new.config_change_pending()
+    _settle(c)
+    assert new.voters == {1, 2, 3, 4} and not new.config_change_pending()

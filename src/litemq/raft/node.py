@@ -180,11 +180,11 @@ class RaftNode(Raft):
         return self.membership.base
 
     def config_change_pending(self) -> bool:
-        """A ``CONFIG`` entry in the log is not committed yet (on any node), or, on a leader,
-        the previous change or its own first entry has not committed yet."""
-        if self.membership.uncommitted(self.commit_index):
-            return True
-        return self.role is Role.LEADER and self.commit_index < self.pending_config_offset
+        """A ``CONFIG`` entry in this node's log is not committed yet: the configuration in
+        effect (:attr:`conf_state`) may still be undone. (Whether a leader may propose the next
+        change is :meth:`config_change_allowed`; a leader that skipped its no-op is not
+        pending, it appends the no-op when asked for a change.)"""
+        return self.membership.uncommitted(self.commit_index)
 
     def voters_at(self, offset: int) -> frozenset[int] | None:
         """Voter set in effect at ``offset`` (config entries up to it applied), or ``None`` if

@@ -487,16 +487,20 @@ class Simulation:
 
     def _reassign(self) -> ConfStepKind | None:
         """One step of the move toward ``self.target`` on the current leader
-        (:func:`~litemq.raft.reconfigure.next_conf_step`); the step's kind, ``None`` without a
-        leader that may change its configuration now."""
+        (:func:`~litemq.raft.reconfigure.next_conf_step`), proposed even when the leader does not
+        allow a change yet (as the broker's drivers do: a leader that skipped its no-op appends
+        it when asked); the step's kind, ``None`` without a leader or when refused for now."""
         leader = self.leader()
-        if leader is None or not leader.raft.config_change_allowed():
+        if leader is None:
             return None
         raft = leader.raft
         step = next_conf_step(raft.conf_state, self.target, raft.id, raft.match_offset, raft.last_offset,
                               self.cfg.reassign_max_lag_offsets)
         if step.conf is not None:
-            raft.propose_config(step.conf.voters, step.conf.learners)
+            try:  # asked even when not allowed yet: a leader that skipped its no-op appends it now
+                raft.propose_config(step.conf.voters, step.conf.learners)
+            except RaftError:
+                return None
             self.reassign_steps.append(f"{step.kind.value} {step.node}")
             self.trace.append(f"{self.now} {leader.id} {step.kind.value} {step.node} -> {step.conf}")
         return step.kind
