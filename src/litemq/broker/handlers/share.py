@@ -107,7 +107,7 @@ def _leader_of(ctx, out: dict, name: str | None, idx: int, node_endpoints: dict)
     if leader >= 0 and leader != runtime.config.node_id and out.get("error_code") == E.NOT_LEADER_OR_FOLLOWER:
         ep = next((b for b in runtime.brokers(ctx.connection.listener_name) if b[0] == leader), None)
         if ep is not None:
-            node_endpoints[leader] = {"node_id": ep[0], "host": ep[1], "port": ep[2], "rack": None}
+            node_endpoints[leader] = {"node_id": ep[0], "host": ep[1], "port": ep[2], "rack": runtime.rack_of(ep[0])}
 
 
 async def _apply_acks(ctx, share: ShareCoordinator, group_id: str, member_id: str, ids: dict, readable: set[str],
