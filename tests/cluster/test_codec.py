@@ -58,6 +58,7 @@ MESSAGES = [
     ),
     AppendResponse(2, 1, 7, success=True, match_offset=17),
     AppendResponse(2, 1, 7, success=False, reject_offset=9, hint_offset=4, hint_term=3),
+    AppendResponse(2, 1, 7, success=False, reject_offset=9, hint_offset=-1, hint_term=0, log_lost=True),
     Heartbeat(1, 3, 8, commit_index=100),
     HeartbeatResponse(3, 1, 8),
     InstallSnapshot(1, 2, 9, Snapshot()),

@@ -39,7 +39,7 @@ in declaration order::
     Append               i64 prev_offset, i64 prev_term, entries, i64 commit_index,
                          i64 log_start_offset
     AppendResponse       u8 success, i64 match_offset, i64 reject_offset, i64 hint_offset,
-                         i64 hint_term
+                         i64 hint_term, u8 log_lost
     Heartbeat            i64 commit_index, i64 log_start_offset
     HeartbeatResponse    (nothing)
     InstallSnapshot      snapshot
@@ -127,7 +127,7 @@ _VOTE = struct.Struct(">qqBB")
 _VOTE_RESPONSE = struct.Struct(">BB")
 _APPEND_HEAD = struct.Struct(">qqI")  # prev_offset, prev_term, entry count
 _ENTRY = struct.Struct(">qqiBI")  # offset, term, count, kind, payload length
-_APPEND_RESPONSE = struct.Struct(">Bqqqq")
+_APPEND_RESPONSE = struct.Struct(">BqqqqB")
 _SNAPSHOT_HEAD = struct.Struct(">qqi")  # offset, term, voter count
 
 _ENTRY_KINDS = {k.value: k for k in EntryKind}
@@ -383,7 +383,7 @@ def _encode_message(out: _Parts, m) -> None:
         out.buf += _I64x2.pack(m.commit_index, m.log_start_offset)
     elif t is AppendResponse:
         out.buf += _APPEND_RESPONSE.pack(
-            bool(m.success), m.match_offset, m.reject_offset, m.hint_offset, m.hint_term
+            bool(m.success), m.match_offset, m.reject_offset, m.hint_offset, m.hint_term, bool(m.log_lost)
         )
     elif t is Append:
         out.buf += _APPEND_HEAD.pack(m.prev_offset, m.prev_term, len(m.entries))
@@ -512,9 +512,9 @@ def _decode_message(r: _Reader, budget: list[int]):
         commit, log_start = r.unpack(_I64x2, "commit index and log start offset")
         return Append(src, dst, term, prev_offset, prev_term, entries, commit, log_start)
     if mtype == MessageType.APPEND_RESPONSE:
-        success, match, reject, hint_offset, hint_term = r.unpack(_APPEND_RESPONSE, "append response")
+        success, match, reject, hint_offset, hint_term, lost = r.unpack(_APPEND_RESPONSE, "append response")
         success = _bool(success, "success")
-        return AppendResponse(src, dst, term, success, match, reject, hint_offset, hint_term)
+        return AppendResponse(src, dst, term, success, match, reject, hint_offset, hint_term, _bool(lost, "log_lost"))
     if mtype == MessageType.VOTE:
         last_offset, last_term, pre_vote, transfer = r.unpack(_VOTE, "vote request")
         pre_vote, transfer = _bool(pre_vote, "pre_vote"), _bool(transfer, "transfer")

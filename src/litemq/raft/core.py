@@ -47,6 +47,7 @@ class Raft:
         hard_state: HardState | None = None,
         applied: int | None = None,
         learners: Iterable[int] = (),
+        recovering: bool = False,
     ) -> None:
         self.id = node_id
         self.config = config or RaftConfig()
@@ -101,12 +102,21 @@ class Raft:
         """Leader: new entries to send to every follower at the next Ready."""
         self.bcast_commit = False
         """Leader: a new commit index to send to every follower at the next Ready."""
+        self.recovering = recovering
+        """Started on a replaced (empty) disk: grants no vote nor pre-vote, never campaigns and
+        answers rejections with ``log_lost``, until caught up (:func:`~litemq.raft.follower.
+        maybe_end_recovery`)."""
+        self.recovery_term = 0
+        """While recovering: the highest term of a message seen (pre-vote messages aside)."""
+        self.recovery_match = -1
+        """While recovering: the last offset an Append of the current leader showed our log
+        shares with it (the bound of a heartbeat's commit index; -1 after a term change)."""
         self.become_follower(self.term, None)
 
     # ------------------------------------------------------------------ transitions
     def promotable(self) -> bool:
-        """May campaign: a voter (never a learner) with no snapshot pending."""
-        return self.id in self.voters and self.raft_log.unstable.snapshot is None
+        """May campaign: a voter (never a learner), not recovering, with no snapshot pending."""
+        return self.id in self.voters and not self.recovering and self.raft_log.unstable.snapshot is None
 
     def reset(self, term: int) -> None:
         """Enter ``term`` (forgetting the vote if it is new) and clear the per-role state; a
@@ -116,6 +126,7 @@ class Raft:
             self.voted_for = None
         self.leader_id = None
         self.leader_log_start_offset = -1
+        self.recovery_match = -1
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         t = self.config.election_timeout_ticks

@@ -59,8 +59,9 @@ def tally(r: Raft) -> bool:
 
 def handle_vote_request(r: Raft, m: VoteRequest) -> None:
     """Grant a (pre-)vote if we may vote for ``m.src`` in its term and its log is at least as
-    up-to-date as ours (paper §5.4.1); a real vote is remembered and resets the timer."""
-    can_vote = (
+    up-to-date as ours (paper §5.4.1); a real vote is remembered and resets the timer. A
+    recovering node (a replaced disk) grants nothing: it forgot its votes and its log."""
+    can_vote = not r.recovering and (
         r.voted_for == m.src
         or (r.voted_for is None and r.leader_id is None)
         or (m.pre_vote and m.term > r.term)

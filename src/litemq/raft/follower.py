@@ -13,7 +13,7 @@ from litemq.raft.election import hup
 from litemq.raft.messages import Append, AppendResponse, Heartbeat, HeartbeatResponse, InstallSnapshot, Message, TimeoutNow
 from litemq.raft.types import ConfState, Entry
 
-__all__ = ["entries_span_ok", "handle_append", "handle_snapshot", "step_follower"]
+__all__ = ["entries_span_ok", "handle_append", "handle_snapshot", "maybe_end_recovery", "step_follower"]
 
 
 def step_follower(r: Raft, m: Message) -> None:
@@ -25,14 +25,34 @@ def step_follower(r: Raft, m: Message) -> None:
             r.leader_log_start_offset = m.log_start_offset
         if isinstance(m, Append):
             handle_append(r, m)
+            maybe_end_recovery(r, m.commit_index)
         elif isinstance(m, Heartbeat):
-            r.commit_to(min(m.commit_index, r.raft_log.last_offset))
+            # A heartbeat's commit index is min(the leader's match point for us, its commit):
+            # a recovering node's match point may be its lost disk's, so it trusts it only up
+            # to what an Append of this leader showed it shares.
+            bound = r.recovery_match if r.recovering else r.raft_log.last_offset
+            r.commit_to(min(m.commit_index, bound))
+            maybe_end_recovery(r, m.commit_index)
             r.send(HeartbeatResponse(r.id, m.src, r.term))
         else:
             handle_snapshot(r, m)
     elif isinstance(m, TimeoutNow):
         if r.promotable():
             hup(r, transfer=True)
+
+
+def maybe_end_recovery(r: Raft, leader_commit: int) -> None:
+    """A recovering node (a replaced disk) counts again once caught up with its leader: its
+    commit index reaches the leader's ``leader_commit``, an entry of the leader's own term
+    (so that commit covers every entry committed in earlier terms, paper §5.4.2), and no
+    message of a later term was seen while recovering. It then records a vote for that
+    leader in this term, so it never votes in a term it may have voted in before the disk
+    was replaced (every such term it heard of is <= this one)."""
+    if not r.recovering or r.recovery_term > r.term or leader_commit < 0:
+        return
+    if r.commit_index >= leader_commit and r.raft_log.term_at(leader_commit) == r.term:
+        r.recovering = False
+        r.voted_for = r.leader_id
 
 
 def entries_span_ok(entries: Sequence[Entry], prev_offset: int) -> bool:
@@ -61,7 +81,7 @@ def handle_append(r: Raft, m: Append) -> None:
         hint_term = log.term_at(hint)
         r.send(AppendResponse(
             r.id, m.src, r.term, False, reject_offset=m.prev_offset,
-            hint_offset=hint, hint_term=hint_term if hint_term is not None else 0,
+            hint_offset=hint, hint_term=hint_term if hint_term is not None else 0, log_lost=r.recovering,
         ))
         return
     entries = m.entries
@@ -77,6 +97,8 @@ def handle_append(r: Raft, m: Append) -> None:
             r.append(entries[i:])  # truncates the conflicting suffix (paper §5.3)
             break
     last_new = entries[-1].last_offset if entries else m.prev_offset
+    if r.recovering and last_new > r.recovery_match:
+        r.recovery_match = last_new
     r.commit_to(min(m.commit_index, last_new))
     r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=last_new))
 

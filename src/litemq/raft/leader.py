@@ -92,7 +92,13 @@ def step_leader(r: Raft, m: Message) -> None:
 
 def _handle_reject(r: Raft, to: int, pr: Progress, m: AppendResponse) -> None:
     """Fast backup: probe again from the follower's hint (etcd ``findConflictByTerm`` on
-    both sides), unless the rejection is stale."""
+    both sides), unless the rejection is stale. A follower that lost its log (``log_lost``:
+    a replaced disk) no longer holds what it acknowledged: forget its match point."""
+    if m.log_lost and pr.match > m.hint_offset:
+        pr.match = -1
+        pr.become_probe(m.hint_offset + 1)
+        maybe_send_append(r, to, pr, send_if_empty=True)
+        return
     if m.reject_offset <= pr.match or pr.state == SNAPSHOT:
         return  # stale
     if pr.state == PROBE and m.reject_offset != pr.next - 1:

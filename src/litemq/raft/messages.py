@@ -108,7 +108,11 @@ class AppendResponse:
     (``hint_offset``, ``hint_term``) is the fast-backup hint (§5.3 "optimization", etcd
     ``findConflictByTerm``): the largest offset ``<= min(prev_offset, follower's last offset)``
     whose term is ``<= prev_term``, and its term. With a leader-epoch cache this is Kafka's
-    OffsetsForLeaderEpoch answer."""
+    OffsetsForLeaderEpoch answer.
+
+    ``log_lost`` is set by a *recovering* follower (one whose disk was replaced, see
+    :class:`~litemq.raft.node.RaftNode`): what it acknowledged before may be gone, so the
+    leader forgets its match point (the stale-rejection rule would otherwise ignore it)."""
 
     type: ClassVar[MessageType] = MessageType.APPEND_RESPONSE
     src: int
@@ -119,6 +123,7 @@ class AppendResponse:
     reject_offset: int = -1
     hint_offset: int = -1
     hint_term: int = 0
+    log_lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)

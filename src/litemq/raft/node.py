@@ -53,6 +53,8 @@ Protocol features and where they come from (Ongaro & Ousterhout 2014 = "paper", 
   is committed and the leader has committed an entry of its own term (thesis §4.1, the fix
   published on raft-dev in 2015); a leader that removed itself steps down once the change is
   committed (thesis §4.2.2);
+- a replaced disk (``recovering``): a member that lost its log and vote votes again only once
+  caught up with a leader, and never in a term it may have voted in (KIP-853's directory id);
 - learners (thesis §4.2.1, etcd): members that receive the log (appends, snapshots, a
   progress on the leader) but never count in commit or election quorums and never campaign;
   a new server joins as a learner, catches up, and is promoted by a ``CONFIG`` change.
@@ -94,6 +96,19 @@ class RaftNode(Raft):
     ``voters`` and ``learners`` then win if recorded). Config entries after ``applied`` are
     read back from the log on start. ``hard_state`` is the last persisted :class:`HardState`
     (``None`` on first start). Raises ``ValueError`` as :class:`~litemq.raft.core.Raft` does.
+
+    ``recovering=True`` starts a member whose disk was replaced (its log and hard state are
+    gone: KIP-853 would call it a new voter directory). Raft's safety rests on every voter
+    keeping what it acknowledged and the vote it cast in each term; this one lost both, so
+    until it has caught up it is a voter in name only: it grants no vote nor pre-vote, never
+    campaigns (nor on TimeoutNow), takes no commit index from heartbeats and flags its append
+    rejections ``log_lost`` so the leader forgets the old disk's match point. Its appends are
+    acknowledged as usual (they are durable now). It leaves that state (:attr:`recovering`
+    False) once its commit index reaches a commit index its leader sent that names an entry
+    of the leader's own term, with no later term seen; it then records a vote for that leader
+    in that term, so it never votes again in a term the old disk may have voted in. The
+    caller keeps the state across restarts (start with ``recovering=True`` again until it
+    ends). Assumes the old disk's messages were delivered or lost before the new one starts.
     """
 
     def __init__(
@@ -106,8 +121,9 @@ class RaftNode(Raft):
         hard_state: HardState | None = None,
         applied: int | None = None,
         learners: Iterable[int] = (),
+        recovering: bool = False,
     ) -> None:
-        super().__init__(node_id, voters, log, config, rng, hard_state, applied, learners)
+        super().__init__(node_id, voters, log, config, rng, hard_state, applied, learners, recovering)
         self._persisted_hs = hard_state or HardState()
         self._outstanding: Ready | None = None
         self._prev_soft: SoftState | None = None

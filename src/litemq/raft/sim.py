@@ -4,7 +4,9 @@ Everything is driven by one ``random.Random(seed)``: a virtual clock (a step is 
 nodes tick every ``tick_steps`` steps), a network that drops, delays, duplicates and reorders
 messages, symmetric and one-way partitions, crashes that lose whatever the caller had not
 made durable yet (a Ready may be cut short after its entries were written but before its hard
-state was, or before its messages were all sent), restarts from the durable state, client
+state was, or before its messages were all sent), restarts from the durable state, replaced
+disks (``p_replace_disk``: a node loses its log and hard state and restarts empty, one at a
+time, as a recovering member unless ``recover_replaced_disks`` is off), client
 proposals, leadership transfers, membership changes one server at a time (a spare joins as a
 learner, is promoted once caught up, voters and learners are removed, the leader included) and
 log compaction with snapshots. A failing seed is reported by number and reproduces with ``--seed N``.
@@ -54,7 +56,8 @@ from litemq.raft.ready import Ready
 from litemq.raft.reconfigure import ConfStepKind, next_conf_step
 from litemq.raft.types import ConfState, Entry, EntryKind, HardState, Role, Snapshot, decode_config
 
-__all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "reassign_config_for", "run_seed"]
+__all__ = ["SimConfig", "Simulation", "Violation", "config_for", "main", "reassign_config_for",
+           "replace_disk_config_for", "run_seed"]
 
 
 class Violation(AssertionError):
@@ -90,6 +93,13 @@ class SimConfig:
     p_transfer: float = 0.002
     p_member: float = 0.003
     p_compact: float = 0.004
+    p_replace_disk: float = 0.0
+    """Per step: a node's disk is replaced (log and hard state lost, the node restarts empty;
+    its messages still in flight are lost), unless another replaced disk is still catching up
+    (with two at once a quorum could lose committed entries)."""
+    recover_replaced_disks: bool = True
+    """A replaced disk restarts as a recovering member (``RaftNode(recovering=True)``); off,
+    it restarts as a plain empty member, which the invariants must catch."""
     liveness_commit_ticks: int = 100
     """Bound on ticks, once healed, until a leader is elected and a new proposal commits."""
     liveness_catch_up_ticks: int = 400
@@ -109,7 +119,7 @@ class _Node:
     """One simulated broker: durable state (log + hard state) survives crashes, the rest not."""
 
     __slots__ = ("id", "log", "hs", "raft", "digest", "applied", "applied_conf",
-                 "last_commit", "restarts", "leader_terms_checked")
+                 "last_commit", "restarts", "leader_terms_checked", "recovering")
 
     def __init__(self, node_id: int, voters: frozenset[int]) -> None:
         self.id = node_id
@@ -122,6 +132,8 @@ class _Node:
         self.last_commit = -1
         self.restarts = 0
         self.leader_terms_checked: set[int] = set()
+        self.recovering = False
+        """Durable: started on a replaced disk and not caught up yet (the broker's marker)."""
 
 
 class Simulation:
@@ -152,6 +164,9 @@ class Simulation:
         self.target = frozenset(self.ids[-cfg.voters:])
         """Reassignment mode: the voter set the group is moving to."""
         self.reassign_steps: list[str] = []
+        self.replaced: tuple[int, int] | None = None
+        """(node, highest committed offset then) of a replaced disk still catching up."""
+        self.disks_replaced = 0
         for node in self.nodes.values():
             self._start(node)
 
@@ -164,6 +179,7 @@ class Simulation:
         node.raft = RaftNode(
             node.id, snap.voters or frozenset(), node.log, self.cfg.raft,
             random.Random(self.seed * 7919 + node.id * 101 + node.restarts), node.hs,
+            recovering=node.recovering,
         )
         node.digest = snap.data
         node.applied = snap.offset
@@ -181,6 +197,21 @@ class Simulation:
         self.trace.append(f"{self.now} crash {node.id}")
 
     def restart(self, node: _Node) -> None:
+        self._start(node)
+
+    def replace_disk(self, node: _Node) -> None:
+        """The node's disk is replaced: it stops, its messages in flight are lost (the disk
+        change outlasts any network delay), and it starts with an empty log and hard state,
+        knowing the group's first configuration, like a new node (later ones are in the log)."""
+        if node.raft is not None:
+            self.crash(node)
+        node.log = MemoryLog(Snapshot(-1, 0, frozenset(range(1, self.cfg.voters + 1)), 0))
+        node.hs = HardState()
+        node.recovering = self.cfg.recover_replaced_disks
+        self.net = [item for item in self.net if item[2].src != node.id]
+        heapq.heapify(self.net)
+        self.replaced = (node.id, self.max_committed)
+        self.trace.append(f"{self.now} replace disk of {node.id} (recovering={node.recovering})")
         self._start(node)
 
     # ------------------------------------------------------------------ network
@@ -270,6 +301,9 @@ class Simulation:
         if not rd.must_sync and self.rng.random() < 0.5:
             return  # commit-index-only change written lazily: not durable, lost on a crash
         node.hs = hs
+        if node.recovering and not node.raft.recovering:
+            node.recovering = False  # the broker removes its marker with this hard state
+            self.trace.append(f"{self.now} {node.id} recovered at term {hs.term} commit {hs.commit_index}")
 
     def _check_removed(self, node: _Node, removed: list[Entry]) -> None:
         committed = self.committed
@@ -441,6 +475,20 @@ class Simulation:
             live = self.live()
             if live:
                 self._compact(rng.choice(live))
+        if cfg.p_replace_disk:
+            self._maybe_replace_disk()
+
+    def _maybe_replace_disk(self) -> None:
+        cfg, rng = self.cfg, self.rng
+        if self.replaced is not None:
+            node_id, target = self.replaced
+            n = self.nodes[node_id]
+            if n.raft is None or n.recovering or n.raft.commit_index < target:
+                return
+            self.replaced = None
+        if rng.random() < cfg.p_replace_disk:
+            self.disks_replaced += 1
+            self.replace_disk(self.nodes[rng.choice(self.ids)])
 
     def _membership(self) -> None:
         """One single-server change, picked among those allowed: add a spare as a learner,
@@ -633,6 +681,17 @@ def reassign_config_for(seed: int, steps: int = 2000) -> SimConfig:
     return cfg
 
 
+def replace_disk_config_for(seed: int, steps: int = 2000) -> SimConfig:
+    """:func:`config_for` with replaced disks (``p_replace_disk``), always on 5-voter groups
+    (seed ``2k`` takes the settings of seed ``2k+1``): a replaced disk does not vote while it
+    catches up, and a 3-voter group that a membership change brought down to 2 voters would
+    then have no quorum left (safety, not a bug: the lost disk may have held the only other
+    copy)."""
+    cfg = config_for(seed | 1, steps)
+    cfg.p_replace_disk = 0.005
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m litemq.raft.sim", description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=300, help="number of seeds to run (from --start)")
@@ -642,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", action="store_true", help="print the event trace of a failure")
     p.add_argument("--reassign", action="store_true",
                    help="move the voters to other nodes (learners, promotion, removals) instead of random changes")
+    p.add_argument("--replace-disks", action="store_true",
+                   help="also replace disks (a node restarts empty, as a recovering member)")
     p.add_argument("--digest", action="store_true",
                    help="print per seed a CRC-32 of every Ready (messages included) and of the committed log")
     args = p.parse_args(argv)
@@ -652,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         try:
             make = reassign_config_for if args.reassign else config_for
+            if args.replace_disks:
+                make = replace_disk_config_for
             sim = run_seed(seed, make(seed, args.steps), args.digest)
             commits += len(sim.committed)
             if args.digest:

@@ -42,6 +42,8 @@ def step(r: Raft, m: Message) -> None:
     """Handle one received message (any order, duplicates and losses are fine)."""
     if m.dst != r.id:
         return
+    if r.recovering and m.term > r.recovery_term and not getattr(m, "pre_vote", False):
+        r.recovery_term = m.term  # a term the old disk may have voted in
     if m.term > r.term:
         if isinstance(m, VoteRequest):
             in_lease = (
