@@ -69,13 +69,17 @@ def _moved(cluster: LocalCluster, topic: str, targets: dict[int, list[int]], exc
 
 
 def _pause_joiner(cluster: LocalCluster, node: int) -> None:
-    """SIGSTOP ``node`` (the broker joining the replica set) so the move stays in progress; first
-    restart it while it leads the metadata group (a paused metadata leader answers nothing)."""
+    """SIGSTOP ``node`` (the broker joining the replica set) so the move stays in progress, and
+    wait until it is fenced; first restart it while it leads the metadata group (a paused
+    metadata leader answers nothing)."""
     while cluster.metadata_leader() == node:
         cluster.kill(node)
         wait_for(lambda: cluster.metadata_leader() != node, 20, "a new metadata leader")
         cluster.restart(node)
     cluster.pause(node)
+    # until the others fence it: clients then no longer pick it for metadata (they would hang)
+    wait_for(lambda: all(not b["live"] for st in cluster.statuses({node}).values() for b in st["brokers"]
+                         if b["node_id"] == node), 20, f"broker {node} fenced")
 
 
 def _bootstrap(cluster: LocalCluster, *exclude: int) -> str:
@@ -133,6 +137,8 @@ def test_move_every_partition_under_load(tmp_path):
             assert admin.list_partition_reassignments() == {}
 
             _pause_joiner(cluster, 4)  # the new replica cannot catch up: the move stays in progress
+            admin.close()  # a client holding a connection to the paused broker may ask it and hang
+            admin = KafkaAdminClient(bootstrap_servers=_bootstrap(cluster, 4), request_timeout_ms=30000)
             res = admin.alter_partition_reassignments({TopicPartition(topic, p): after[p] for p in range(n)})
             assert res == {TopicPartition(topic, p): None for p in range(n)}, res
             listed = admin.list_partition_reassignments()
@@ -183,6 +189,8 @@ def test_leader_killed_during_a_move(tmp_path):
         try:
             load.wait_progress(20, what="before the move")
             _pause_joiner(cluster, 4)
+            admin.close()
+            admin = KafkaAdminClient(bootstrap_servers=_bootstrap(cluster, 4), request_timeout_ms=30000)
             assert admin.alter_partition_reassignments({TopicPartition(topic, 0): [2, 3, 4]}) == \
                 {TopicPartition(topic, 0): None}
             victim = cluster.leader_of(topic, 0)
