@@ -23,7 +23,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.errors import InvalidReplicationAssignmentError, KafkaError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
+from litemq.protocol.errors import ErrorCode
 from litemq.testing.cluster import LocalCluster, wait_for
+from litemq.testing.wire import WireClient
 from litemq.testing.readback import read_sequenced
 from tests.cluster.test_cluster_failover import CLIENT, Load, check_no_acked_loss
 
@@ -279,3 +281,14 @@ def test_cli_generate_execute_verify_cancel(tmp_path):
         wait_for(lambda: _partition_dirs(cluster, 1, topic) == [], 20,
                  lambda: f"broker 1 deletes the replica it had started: {_partition_dirs(cluster, 1, topic)}")
         assert _listed(cluster) == {}
+
+        # any broker answers: one that is not the metadata leader forwards the change to it
+        other = next(i for i in cluster.node_ids if i != cluster.metadata_leader())
+        with WireClient("127.0.0.1", cluster.node(other).port) as w:
+            r = w.request(45, 0, {"timeout_ms": 10000, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "replicas": None}, {"partition_index": 1, "replicas": [4, 3, 2]}]}]})
+            assert r.error_code == 0 and [(p.partition_index, p.error_code) for p in r.responses[0].partitions] == \
+                [(0, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), (1, ErrorCode.NONE)], r
+            assert w.request(46, 0, {"timeout_ms": 10000, "topics": None}).topics == []  # a reorder: no move
+        wait_for(lambda: _moved(cluster, topic, {0: plan[0], 1: [4, 3, 2]}), 20,
+                 lambda: f"partition 1's preferred replica is 4: {_views(cluster, topic)}", interval_s=0.5)
