@@ -127,6 +127,11 @@ SYNC_THREAD_IDLE_EXIT_MS = 5000
 SYNC_PARALLEL_JOBS = 4
 """fsyncs of different logs a broker's fsync thread runs at once when several are queued."""
 
+DESCRIBE_QUORUM_FORWARD_MS = 5_000
+"""A broker that is not the metadata leader forwards DescribeQuorum to it (as Kafka's brokers
+forward it to the active controller) and waits at most this long for the leader's view, then
+answers NOT_LEADER_OR_FOLLOWER."""
+
 PRODUCER_ID_BLOCK_WAIT_MS = 2_000
 """InitProducerId waits at most this long for a new producer-id block from the metadata leader
 (a cluster still electing one), then answers COORDINATOR_LOAD_IN_PROGRESS and the client retries."""

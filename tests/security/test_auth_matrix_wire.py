@@ -675,6 +675,17 @@ ROWS: list[Row] = [
     Row("list_partition_reassignments", 46, 0, (Need(C, O.DESCRIBE),),
         lambda w, c: w.request(46, 0, {"timeout_ms": 5000, "topics": None}), top_code,
         allowed=lambda r, c, b: (r.error_code, r.topics) == (E.NONE, []) or pytest.fail("not an empty listing")),
+    # KIP-595/KIP-853: DESCRIBE on the cluster (one broker: the only voter, itself, leads)
+    Row("describe_quorum", 55, 2, (Need(C, O.DESCRIBE),),
+        lambda w, c: w.request(55, 2, {"topics": [{"topic_name": "__cluster_metadata",
+                                                   "partitions": [{"partition_index": 0}]}]}),
+        lambda r, c: [r.error_code], leak=lambda r, c: r.topics == [] or pytest.fail("quorum leaked"),
+        allowed=lambda r, c, b: [v.replica_id for v in r.topics[0].partitions[0].current_voters] == [1]
+        or pytest.fail("not the broker itself as the only voter")),
+    # KIP-631: ALTER on the cluster (one broker: any other id is not registered)
+    Row("unregister_broker", 64, 0, (Need(C, O.ALTER),), lambda w, c: w.request(64, 0, {"broker_id": 99}),
+        top_code, allowed=lambda r, c, b: r.error_code == E.BROKER_ID_NOT_REGISTERED
+        or pytest.fail("not answered BROKER_ID_NOT_REGISTERED")),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from litemq.cli.client_commands import bootstrap_option
 from litemq.cli.common import CliError, console, make_table, parse_kv
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
@@ -377,6 +378,110 @@ def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
                       _ids(entry.get("replicas") or []), str(entry.get("high_watermark", "-")),
                       str(entry.get("log_end_offset", "-")), max_lag)
     console.print(table)
+
+
+# ------------------------------------------------------------------ metadata quorum (Kafka wire)
+DESCRIBE_QUORUM, UNREGISTER_BROKER, DESCRIBE_CLUSTER = 55, 64, 60
+NOT_LEADER_OR_FOLLOWER = 6
+QUORUM_REQUEST = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+
+
+def _describe_quorum(bootstrap: str, timeout_s: float):
+    """``(DescribeQuorum v2 answer, DescribeCluster v0 answer)`` from the metadata leader, found
+    through ``bootstrap``: a broker that is not the leader answers NOT_LEADER_OR_FOLLOWER with the
+    leader it knows, whose address DescribeCluster gives; retried until ``timeout_s``.
+
+    Raises:
+        CliError: an error answer (e.g. CLUSTER_AUTHORIZATION_FAILED), no leader in time.
+    """
+    from litemq.cli.config_commands import _wire
+    from litemq.protocol.errors import ErrorCode
+
+    deadline = time.monotonic() + timeout_s
+    target, why = bootstrap, "no answer"
+    while True:
+        with _wire(target) as w:
+            cluster = w.request(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+            resp = w.request(DESCRIBE_QUORUM, 2, QUORUM_REQUEST)
+        if resp.error_code:
+            raise CliError(f"DescribeQuorum failed: {ErrorCode(resp.error_code).name}: {resp.error_message or ''}")
+        part = resp.topics[0].partitions[0]
+        if part.error_code == 0:
+            return resp, cluster
+        if part.error_code != NOT_LEADER_OR_FOLLOWER:
+            raise CliError(f"DescribeQuorum failed: {ErrorCode(part.error_code).name}")
+        addrs = {b.broker_id: f"{b.host}:{b.port}" for b in cluster.brokers}
+        why = f"metadata leader {part.leader_id} not found" if part.leader_id >= 0 else "no metadata leader"
+        if time.monotonic() >= deadline:
+            raise CliError(f"DescribeQuorum: {why} within {timeout_s:g}s")
+        if part.leader_id in addrs:
+            target = addrs[part.leader_id]
+        else:
+            target = bootstrap
+            time.sleep(0.2)
+
+
+def _lag_ms(rows, now_ms: int) -> int:
+    caught = [r.last_caught_up_timestamp for r in rows]
+    return 0 if not caught else max(0, now_ms - min(caught)) if min(caught) >= 0 else -1
+
+
+@cluster.command("describe-quorum")
+@bootstrap_option
+@click.option("--replication", is_flag=True, help="Each voter's and observer's log end offset, lag and timestamps "
+              "(kafka-metadata-quorum.sh describe --replication) instead of the summary (--status).")
+@click.option("--status", is_flag=True, help="The summary (the default).")
+@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+              help="Seconds to find the metadata leader.")
+def cluster_describe_quorum(bootstrap, replication, status, timeout_s) -> None:
+    """The __cluster_metadata Raft quorum (DescribeQuorum, KIP-595), as kafka-metadata-quorum.sh describe."""
+    resp, cl = _describe_quorum(bootstrap, timeout_s)
+    part = resp.topics[0].partitions[0]
+    leader_end = next((v.log_end_offset for v in part.current_voters if v.replica_id == part.leader_id), -1)
+    if replication:
+        table = make_table("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                           "LastCaughtUpTimestamp", "Status")
+        for kind, rows in (("Follower", part.current_voters), ("Observer", part.observers)):
+            for r in rows:
+                role = "Leader" if r.replica_id == part.leader_id else kind
+                lag = max(0, leader_end - r.log_end_offset) if r.log_end_offset >= 0 else -1
+                table.add_row(str(r.replica_id), str(r.replica_directory_id), str(r.log_end_offset), str(lag),
+                              str(r.last_fetch_timestamp), str(r.last_caught_up_timestamp), role)
+        console.print(table)
+        return
+    now_ms = int(time.time() * 1000)
+    followers = [v for v in part.current_voters if v.replica_id != part.leader_id]
+    ends = [v.log_end_offset for v in followers if v.log_end_offset >= 0]
+    listeners = {n.node_id: [f"{ep.name}://{ep.host}:{ep.port}" for ep in n.listeners] for n in resp.nodes}
+
+    def replicas(rows) -> str:
+        return json.dumps([{"id": r.replica_id, "directoryId": str(r.replica_directory_id),
+                            **({"endpoints": listeners[r.replica_id]} if r.replica_id in listeners else {})}
+                           for r in rows])
+    for key, value in (("ClusterId", cl.cluster_id), ("LeaderId", part.leader_id), ("LeaderEpoch", part.leader_epoch),
+                       ("HighWatermark", part.high_watermark),
+                       ("MaxFollowerLag", max((leader_end - e for e in ends), default=0)),
+                       ("MaxFollowerLagTimeMs", _lag_ms(followers, now_ms)),
+                       ("CurrentVoters", replicas(part.current_voters)),
+                       ("CurrentObservers", replicas(part.observers))):
+        click.echo(f"{key + ':':<24}{value}")
+
+
+@cluster.command("unregister")
+@bootstrap_option
+@click.argument("broker_id", type=int)
+def cluster_unregister(bootstrap, broker_id) -> None:
+    """Remove broker BROKER_ID's registration (UnregisterBroker, KIP-631), as
+    kafka-cluster.sh unregister --id; a broker still running registers again at its next heartbeat."""
+    from litemq.cli.config_commands import _wire
+    from litemq.protocol.errors import ErrorCode
+
+    with _wire(bootstrap) as w:
+        resp = w.request(UNREGISTER_BROKER, 0, {"broker_id": broker_id})
+    if resp.error_code:
+        raise CliError(f"unregistering broker {broker_id} failed: {ErrorCode(resp.error_code).name}: "
+                       f"{resp.error_message or ''}")
+    click.echo(f"Broker {broker_id} is no longer registered.")
 
 
 def register(main: click.Group) -> None:

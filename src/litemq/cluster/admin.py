@@ -60,6 +60,11 @@ class ClusterAdmin:
                     rec["directory_id"] = str(args["directory_id"])
                 if args.get("rack") is not None:
                     rec["rack"] = str(args["rack"])
+            elif action == "unregister_broker":  # UnregisterBroker (KIP-631), Kafka's unregisterBroker
+                if int(args["node_id"]) not in img.brokers:
+                    raise KafkaError(f"Broker ID {int(args['node_id'])} is not currently registered",
+                                     ErrorCode.BROKER_ID_NOT_REGISTERED)
+                rec = {"type": "unregister_broker", "node_id": int(args["node_id"])}
             elif action == "create_topic":
                 rec = self._create_topic_record(args)
             elif action == "delete_topic":

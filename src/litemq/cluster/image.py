@@ -16,6 +16,8 @@ register_broker         ``node_id``, ``host``, ``port`` (default listener), ``en
                         ``directory_id`` (optional: the ``directory.id`` of the broker's data
                         dir, from its ``meta.properties``; a new one means a new disk),
                         ``rack`` (optional: its ``broker.rack``, KIP-392 follower fetching)
+unregister_broker       ``node_id`` (UnregisterBroker, KIP-631: the registration is removed;
+                        a broker that heartbeats again registers again)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
 delete_topic            ``name``
 create_partitions       ``name``, ``assignments`` (of the new partitions)
@@ -320,6 +322,12 @@ class MetadataImage:
                        endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None,
                        str(rack) if rack is not None else None)
         self.brokers[b.node_id] = b
+        return ApplyResult()
+
+    def _apply_unregister_broker(self, rec: dict) -> ApplyResult:
+        node = int(rec["node_id"])
+        if self.brokers.pop(node, None) is None:
+            return ApplyResult(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {node} is not currently registered")
         return ApplyResult()
 
     def _apply_create_topic(self, rec: dict) -> ApplyResult:

@@ -24,13 +24,14 @@ class HandlerRegistry(Protocol):
 def register_all(runtime: HandlerRegistry) -> None:
     """Register every API this broker serves, with the version ranges it advertises (and create
     the group and transaction coordinators, which the group and txn modules own)."""
-    from litemq.broker.handlers import admin, core, fetch, produce, reassign, security_admin
+    from litemq.broker.handlers import admin, core, fetch, produce, quorum, reassign, security_admin
 
     core.register(runtime)
     produce.register(runtime)
     fetch.register(runtime)
     admin.register(runtime)
     reassign.register(runtime)
+    quorum.register(runtime)
     from litemq.broker.handlers import sasl
 
     sasl.register(runtime)
