@@ -36,6 +36,25 @@ def test_retention_by_time(tmp_path):
     assert (log.log_start_offset, log.log_end_offset) == (60, 61)
 
 
+def test_retention_never_passes_the_high_watermark(tmp_path):
+    """Kafka deletes only segments wholly below the high watermark: records not yet committed
+    (a leader whose followers lag) are never removed by retention, however old."""
+    cfg = LogConfig(segment_bytes=1024, retention_ms=10_000)
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    for i in range(60):
+        log.append(batch(1, ts=1_000 + i * 1_000, value_size=100), leader_epoch=0)
+    hw = 25
+    log.enforce_retention(10**9, high_watermark=hw)  # every record expired, only [0, 25) committed
+    assert 0 < log.log_start_offset <= hw
+    assert offsets(log.read_bytes(log.log_start_offset, 10**9)) == list(range(log.log_start_offset, 60))
+    log.enforce_retention(10**9, high_watermark=0)  # nothing committed beyond the log start: no-op
+    start = log.log_start_offset
+    assert log.enforce_retention(10**9, high_watermark=start) == 0 and log.log_start_offset == start
+    log.enforce_retention(10**9, high_watermark=60)
+    assert log.log_start_offset == log.log_end_offset == 60
+    log.close()
+
+
 def test_retention_by_bytes(tmp_path):
     cfg = LogConfig(segment_bytes=1024, retention_bytes=3000, retention_ms=-1)
     log = PartitionLog.open(tmp_path / "t-0", cfg)

@@ -272,7 +272,8 @@ class BrokerRuntime:
         for p in list(self.replicas.partitions.values()):
             cfg = p.log.config
             if cfg.delete and p.is_leader:  # a follower's log start follows its leader's
-                deleted = await self.loop.run_in_executor(self.executor, p.log.enforce_retention, now_ms)
+                deleted = await self.loop.run_in_executor(self.executor, partial(
+                    p.log.enforce_retention, now_ms, high_watermark=p.high_watermark))
                 if deleted:
                     log.info("retention deleted %d segment(s) of %s-%d; log start offset %d",
                              deleted, p.topic, p.index, p.log.log_start_offset)

@@ -844,11 +844,14 @@ class PartitionLog:
         log.info("%s: deleted %d segments (offsets %d..%d)", self.dir, n, doomed[0].base_offset,
                  self._segments[0].base_offset - 1)
 
-    def enforce_retention(self, now_ms: int | None = None) -> int:
+    def enforce_retention(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
         """Delete old segments by ``retention.ms`` (segment's largest timestamp, or its file
         mtime when it has none) and ``retention.bytes``; only with ``cleanup.policy`` containing
         ``delete``. If the active segment itself has expired it is rolled first, so only
-        inactive segments are deleted. Returns the number of segments deleted."""
+        inactive segments are deleted. With ``high_watermark`` (log offset) the new log start
+        never passes it: only segments wholly below it go (Kafka ``UnifiedLog.deletableSegments``
+        bounds them by the high watermark), so retention never deletes records that are not
+        committed yet. Returns the number of segments deleted."""
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
@@ -874,6 +877,9 @@ class PartitionLog:
                     m += 1
                 n = max(n, m)
             n = min(n, len(segments) - 1)
+            if high_watermark is not None:
+                while n > 0 and segments[n].base_offset > high_watermark:
+                    n -= 1
             if n <= 0:
                 return 0
             new_start = segments[n].base_offset
