@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from litemq.cluster.image import MetadataImage
-from litemq.cluster.reassignment import completion_record, listed_reassignments, plan_reassignment
+from litemq.cluster.reassignment import (PartitionReassignments, completion_record, listed_reassignments,
+                                         plan_reassignment)
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 LIVE = [1, 2, 3, 4, 5]
@@ -92,3 +93,39 @@ def test_moves_survive_a_snapshot_and_die_with_their_topic():
                        "target": None, "original": None}).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert img.apply({"type": "change_partition", "name": "t", "partition": 1, "replicas": [1],
                       "target": [2], "original": [1]}).error == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class _Broker(PartitionReassignments):
+    """The reassignment part of a broker over real Raft nodes (the raft test harness) and image."""
+
+    def __init__(self, image: MetadataImage, groups: dict) -> None:
+        self.image, self.groups = image, groups
+
+
+def test_an_idle_new_leader_reports_a_finished_move():
+    """A move whose last change committed, then a leader change on an idle partition: the new
+    leader writes no entry of its term (noop_only_when_needed), yet it reports the committed
+    configuration in its heartbeat so the metadata leader can end the move (it must not wait for
+    an entry of its term that never comes)."""
+    from tests.raft.raft_harness import Cluster
+
+    from litemq.raft import RaftConfig, Role
+
+    c = Cluster(ids=(1, 2, 3), seed=13, config=RaftConfig(noop_only_when_needed=True))
+    leader = c.wait_leader()
+    c.pump()
+    c.tick(3)
+    img = _image()
+    # a move of t-0 from {1,2,3,4} to {1,2,3} whose Raft changes are all done
+    _apply(img, {"type": "change_partition", "name": "t", "partition": 0, "replicas": [1, 2, 3, 4],
+                 "target": [1, 2, 3], "original": [1, 2, 3, 4]})
+    other = next(i for i in (1, 2, 3) if i != leader.id)
+    leader.transfer_leadership(other)
+    c.pump()
+    c.tick(5)
+    new = c.nodes[other]
+    assert new.role is Role.LEADER
+    reports = _Broker(img, {"t-0": type("G", (), {"node": new})()})._reassignment_reports()
+    assert reports == [["t", 0, [1, 2, 3], []]]
+    follower = _Broker(img, {"t-0": type("G", (), {"node": leader})()})
+    assert follower._reassignment_reports() == []  # only a leader reports

@@ -189,7 +189,7 @@ class PartitionReassignments:
             step = next_conf_step(node.conf_state, target, self.node_id, lambda n, node=node: _caught_up(node, n),
                                   node.last_offset, limits.RAFT_PROMOTE_MAX_LAG_OFFSETS)
             if step.kind is ConfStepKind.DONE:
-                if node.committed_conf_state[1] == node.conf_state:  # no change left uncommitted
+                if not node.config_change_pending():  # no CONFIG entry left uncommitted
                     watch.discard(gid)
                     if g.tp in self.image.reassignments:
                         self._heartbeat_now.set()  # report it to the metadata leader at once
@@ -234,13 +234,9 @@ class PartitionReassignments:
         out = []
         for topic, index in self.image.reassignments:
             g = self.groups.get(group_id_of(topic, index))
-            if g is None or not g.node.is_leader:
+            if g is None or not g.node.is_leader or g.node.config_change_pending():
                 continue
-            # The committed configuration (not config_change_pending(), which also waits for a new
-            # leader's first entry to commit: an idle partition's new leader would never report).
             _, conf = g.node.committed_conf_state
-            if conf != g.node.conf_state:
-                continue  # a change is not committed yet
             out.append([topic, index, sorted(conf.voters), sorted(conf.learners)])
         return out
 
