@@ -22,6 +22,7 @@ import uuid
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from litemq.cluster.image import MetadataImage
 from litemq.protocol.errors import ErrorCode
 from litemq.testing.cluster import LocalCluster, wait_for
 from litemq.testing.wire import WireClient
@@ -96,6 +97,7 @@ def test_describe_quorum_from_the_leader_and_elsewhere(tmp_path):
         assert out.returncode == 0, out.stderr.decode()
         text = out.stdout.decode()
         assert f"LeaderId:               {leader}" in text and '"id": 3' in text, text
+        assert all(f'"directoryId": "{st["directory_id"]}"' in text for st in statuses.values()), text
         out = _litemq("cluster", "describe-quorum", "-b", b, "--replication")
         assert out.returncode == 0, out.stderr.decode()
         assert "Leader" in out.stdout.decode() and out.stdout.decode().count("Follower") == 2, out.stdout.decode()
@@ -132,3 +134,15 @@ def test_unregister_broker(tmp_path):
         assert out.returncode == 1 and b"BROKER_ID_NOT_REGISTERED" in out.stderr, out
         cluster.restart(gone)  # its heartbeats register it again
         wait_for(lambda: gone in _described_brokers(cluster, via), 30, f"broker {gone} registered again")
+        # a live broker is not refused (Kafka's controller neither): its next heartbeat registers it again
+        with _wire(cluster, gone) as w:
+            assert w.request(64, 0, {"broker_id": via}).error_code == ErrorCode.NONE
+        wait_for(lambda: via in _described_brokers(cluster, gone), 30, f"broker {via} registered again")
+
+
+def test_unregister_record_in_the_image():
+    img = MetadataImage()
+    img.apply({"type": "register_broker", "node_id": 2, "host": "h", "port": 1})
+    assert img.apply({"type": "unregister_broker", "node_id": 2}).error == ErrorCode.NONE
+    assert 2 not in img.brokers and 2 not in MetadataImage.from_json(img.to_json()).brokers
+    assert img.apply({"type": "unregister_broker", "node_id": 2}).error == ErrorCode.BROKER_ID_NOT_REGISTERED

@@ -8,10 +8,16 @@ recorded processes, waits for them and marks ``cluster.json`` stopped (the data 
 and another ``stop`` then print the ``cluster start`` command that runs it again); ``status``
 asks the brokers' RPC ``status`` and shows the brokers, the metadata group and every
 partition's leader, epoch, replicas, high watermark, log end offset and largest replica lag.
+
+``describe-quorum`` and ``unregister`` speak the Kafka protocol to ``--bootstrap-server`` (with the
+``--command-config`` security settings), as ``kafka-metadata-quorum.sh describe --status`` /
+``--replication`` and ``kafka-cluster.sh unregister --id``: DescribeQuorum (KIP-595) and
+UnregisterBroker (KIP-631).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -421,6 +427,11 @@ def _describe_quorum(bootstrap: str, timeout_s: float):
             time.sleep(0.2)
 
 
+def _kafka_uuid(u) -> str:
+    """A UUID as Kafka prints one (``Uuid.toString``: 22 URL-safe base64 characters)."""
+    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+
+
 def _lag_ms(rows, now_ms: int) -> int:
     caught = [r.last_caught_up_timestamp for r in rows]
     return 0 if not caught else max(0, now_ms - min(caught)) if min(caught) >= 0 else -1
@@ -445,7 +456,7 @@ def cluster_describe_quorum(bootstrap, replication, status, timeout_s) -> None:
             for r in rows:
                 role = "Leader" if r.replica_id == part.leader_id else kind
                 lag = max(0, leader_end - r.log_end_offset) if r.log_end_offset >= 0 else -1
-                table.add_row(str(r.replica_id), str(r.replica_directory_id), str(r.log_end_offset), str(lag),
+                table.add_row(str(r.replica_id), _kafka_uuid(r.replica_directory_id), str(r.log_end_offset), str(lag),
                               str(r.last_fetch_timestamp), str(r.last_caught_up_timestamp), role)
         console.print(table)
         return
@@ -455,7 +466,7 @@ def cluster_describe_quorum(bootstrap, replication, status, timeout_s) -> None:
     listeners = {n.node_id: [f"{ep.name}://{ep.host}:{ep.port}" for ep in n.listeners] for n in resp.nodes}
 
     def replicas(rows) -> str:
-        return json.dumps([{"id": r.replica_id, "directoryId": str(r.replica_directory_id),
+        return json.dumps([{"id": r.replica_id, "directoryId": _kafka_uuid(r.replica_directory_id),
                             **({"endpoints": listeners[r.replica_id]} if r.replica_id in listeners else {})}
                            for r in rows])
     for key, value in (("ClusterId", cl.cluster_id), ("LeaderId", part.leader_id), ("LeaderEpoch", part.leader_epoch),
