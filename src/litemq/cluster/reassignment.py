@@ -37,6 +37,7 @@ import logging
 
 from litemq import limits
 from litemq.cluster.image import MetadataImage, check_replica_list
+from litemq.cluster.partition_groups import group_id_of
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import RaftError
 from litemq.raft.reconfigure import ConfStepKind, next_conf_step
@@ -150,8 +151,6 @@ class PartitionReassignments:
     def _on_partition_changed(self, topic: str, index: int) -> None:
         """A ``change_partition`` record was applied: open a replica newly listed here, close and
         delete one no longer listed, let a leader steer its group to the new target."""
-        from litemq.cluster.partition_groups import group_id_of
-
         replicas = self.image.replicas(topic, index)
         gid = group_id_of(topic, index)
         if self.node_id in replicas:
@@ -229,8 +228,6 @@ class PartitionReassignments:
     def _reassignment_reports(self) -> list[list]:
         """Heartbeat field ``reassignments``: ``[topic, partition, voters, learners]`` of the
         committed configuration of each partition this broker leads that is being moved."""
-        from litemq.cluster.partition_groups import group_id_of
-
         out = []
         for topic, index in self.image.reassignments:
             g = self.groups.get(group_id_of(topic, index))
