@@ -344,6 +344,9 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
                 process = "[yellow]not answering[/]"
         else:
             process = "-"
+        st = statuses.get(nid) or {}
+        if st.get("replaced_disk") or (st.get("metadata") or {}).get("recovering"):
+            process += " [yellow](replaced disk: recovering)[/]"  # no vote until caught up (issue 20)
         live = "[green]yes[/]" if b and b.get("live") else "[red]no[/]"
         # the directory.id of the broker's data dir (meta.properties), as it registered it
         directory_id = (b or {}).get("directory_id") or (statuses.get(nid) or {}).get("directory_id") or "-"

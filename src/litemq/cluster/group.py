@@ -206,7 +206,7 @@ class RaftGroup:
 
     def __init__(self, host, group_id: str, plog: PartitionLog, voters, *, apply_entries: bool = False,
                  on_ready: Callable[[Ready], None] | None = None, election_timeout_ticks: int = 10,
-                 snapshot: tuple[int, bytes] | None = None) -> None:
+                 snapshot: tuple[int, bytes] | None = None, recovering: bool = False) -> None:
         self.host = host
         self.group_id = group_id
         self.plog = plog
@@ -216,6 +216,13 @@ class RaftGroup:
         self._written_term = -1
         self._written_hs: HardState | None = None
         state = self._read_state()
+        # A replaced disk (issue 20): the group starts recovering (RaftNode(recovering=True))
+        # when it has no state yet; later its state file says whether it still is.
+        recovering = bool(state.get("recovering", False)) if state else recovering
+        self._recovering_state = recovering
+        """What the state file says: True until a hard state recording the vote that ended the
+        recovery (or a later term) is written."""
+        self._recovery_end_term: int | None = None
         conf = state.get("conf")
         if not apply_entries and isinstance(conf, dict) and conf.get("voters"):  # a partition group
             voters = conf["voters"]
@@ -244,7 +251,11 @@ class RaftGroup:
         cfg = RaftConfig(election_timeout_ticks=election_timeout_ticks, heartbeat_interval_ticks=1,
                          apply_entries=apply_entries, noop_only_when_needed=not apply_entries,
                          eager_commit_broadcast=apply_entries)
-        self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs)
+        self.node = RaftNode(host.node_id, voters, self.view, cfg, random.Random(), hard_state=hs,
+                             recovering=recovering)
+        if recovering and not state:
+            self.write_state(hs, sync=True)  # a restart before catching up is still recovering
+            log.info("%s: replaced disk: recovering (no vote until caught up with a leader)", group_id)
         self._persisting = False
         # quiescence (see ClusterManager._should_tick)
         self.quiet = False
@@ -280,8 +291,13 @@ class RaftGroup:
                     return
                 hs = self._written_hs  # keep the newer term and vote (the configuration may be new)
             view = self.view
+            end = self._recovery_end_term
+            if self._recovering_state and end is not None and (
+                    hs.term > end or (hs.term == end and hs.voted_for is not None)):
+                self._recovering_state = False
+                log.info("%s: caught up after a replaced disk: votes again from term %d", self.group_id, hs.term)
             body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
-                               "snapshot_term": view.snapshot_term,
+                               "snapshot_term": view.snapshot_term, "recovering": self._recovering_state,
                                "conf": {"voters": sorted(view.voters), "learners": sorted(view.learners)}}).encode()
             path = self._state_path
             tmp = path.with_suffix(".tmp")
@@ -382,6 +398,8 @@ class RaftGroup:
         if not node.has_ready():
             return
         rd = node.ready()
+        if self._recovering_state and self._recovery_end_term is None and not node.recovering:
+            self._recovery_end_term = rd.hard_state.term if rd.hard_state is not None else node.term
         plog = self.plog
         try:
             if rd.snapshot is not None:

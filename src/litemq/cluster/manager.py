@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from litemq.cluster.admin import ADMIN_TIMEOUT_MS, PRODUCER_ID_BLOCK_SIZE, ClusterAdmin
+from litemq.cluster.disk_identity import clear_replaced_disk, detect_replaced_disk
 from litemq.cluster.group import RaftGroup
 from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, encode_record, endpoints_from_json,
                                   endpoints_to_json)
@@ -128,6 +129,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         """This broker found its data dir belongs to another cluster and asked its host to stop."""
         self._foreign_peers: dict[int, str] = {}
         """Peer id -> the other cluster id its HELLO named (links refused)."""
+        self.replaced_disk = False
+        """The data dir is a replaced disk (cluster/disk_identity.py): Raft groups opened while
+        it holds start recovering (no vote until caught up)."""
         self.rpc_ops: dict[str, Callable[[int, dict], Awaitable[dict]]] = {}
         """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
@@ -158,9 +162,15 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     plog.delete_records_before(offset + 1)
             self.image = MetadataImage.from_json(json.loads(data))
             snapshot = (term, data)
+        from litemq.security.tls import rpc_client_context
+
+        identity = self.host.identity
+        self.replaced_disk = await self.loop.run_in_executor(
+            self.executor, detect_replaced_disk, Path(self.config.data_dir), self.node_id, identity.directory_id,
+            identity.created, self.voters, rpc_client_context(self.config))
         self.meta = RaftGroup(self, META_GROUP, plog, self.voters.keys(), apply_entries=True,
                               on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks,
-                              snapshot=snapshot)
+                              snapshot=snapshot, recovering=self.replaced_disk)
         self.groups[META_GROUP] = self.meta
         self.applied_offset = self.meta.node.applied
         for _ in range(100_000):  # replay what is known committed (no network needed)
@@ -343,6 +353,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             await asyncio.sleep(1.0)
             for g in list(self.groups.values()):
                 g.checkpoint_commit()
+            if (self.replaced_disk and not self.meta.node.recovering
+                    and self.applied_offset >= self.meta.node.commit_index):
+                self.replaced_disk = False  # every replica of the old disk is open, recovering or not
+                await self.loop.run_in_executor(self.executor, clear_replaced_disk, Path(self.config.data_dir))
             if (self.config.auto_leader_rebalance_enable
                     and self.loop.time() - last_balance >= self.config.leader_imbalance_check_interval_ms / 1000):
                 last_balance = self.loop.time()
@@ -791,13 +805,16 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                           "high_watermark": p.kafka_high_watermark, "lag": lag,
                           "raft_log_end_offset": p.log_end_offset,  # Raft-internal batches included
                           "raft_voters": sorted(n.voters), "raft_learners": sorted(n.learners),
+                          "recovering": n.recovering,
                           "quiet": g.quiet if n.is_leader else not self._should_tick(g)})
         return {
             "node_id": self.node_id,
             "cluster_id": self.image.cluster_id,
             "directory_id": self.host.identity.directory_id,
             "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
-                         "applied_offset": self.applied_offset, "voters": sorted(node.voters)},
+                         "applied_offset": self.applied_offset, "voters": sorted(node.voters),
+                         "recovering": node.recovering},
+            "replaced_disk": self.replaced_disk,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "directory_id": b.directory_id,
                          "rack": b.rack,
                          "live": b.node_id in self.live_brokers or b.node_id == self.node_id}

@@ -123,7 +123,8 @@ class PartitionGroupRegistry:
             # in no quorum); the leader adds it as a learner and the CONFIG entry that does it (or
             # a snapshot) brings the configuration (cluster/replica_move.py).
             voters = []
-        g = RaftGroup(self, gid, plog, voters, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks)
+        g = RaftGroup(self, gid, plog, voters, on_ready=p.on_ready, election_timeout_ticks=self._election_ticks,
+                      recovering=self.replaced_disk)
         g.tp = (info.name, index)
         p.attach(g, on_leader=self._on_partition_leader)
         host.replicas.partitions[(info.name, index)] = p

@@ -30,9 +30,9 @@ def step_follower(r: Raft, m: Message) -> None:
             # A heartbeat's commit index is min(the leader's match point for us, its commit):
             # a recovering node's match point may be its lost disk's, so it trusts it only up
             # to what an Append of this leader showed it shares.
+            # It is capped by that match point, so it never ends a recovery (an Append's does).
             bound = r.recovery_match if r.recovering else r.raft_log.last_offset
             r.commit_to(min(m.commit_index, bound))
-            maybe_end_recovery(r, m.commit_index)
             r.send(HeartbeatResponse(r.id, m.src, r.term))
         else:
             handle_snapshot(r, m)
@@ -43,7 +43,8 @@ def step_follower(r: Raft, m: Message) -> None:
 
 def maybe_end_recovery(r: Raft, leader_commit: int) -> None:
     """A recovering node (a replaced disk) counts again once caught up with its leader: its
-    commit index reaches the leader's ``leader_commit``, an entry of the leader's own term
+    commit index reaches ``leader_commit``, the leader's commit index as an Append carries it
+    (a heartbeat's is capped by the leader's match point for us), an entry of its own term
     (so that commit covers every entry committed in earlier terms, paper §5.4.2), and no
     message of a later term was seen while recovering. It then records a vote for that
     leader in this term, so it never votes in a term it may have voted in before the disk

@@ -133,11 +133,14 @@ class DataDirIdentity:
     Attributes:
         path: the ``meta.properties`` file.
         meta: its current :class:`MetaProperties`.
+        created: the file was written at this start into a directory without data (a new or
+            replaced disk: a new ``directory.id``).
     """
 
-    def __init__(self, data_dir: Path, meta: MetaProperties) -> None:
+    def __init__(self, data_dir: Path, meta: MetaProperties, created: bool = False) -> None:
         self.path = Path(data_dir) / META_PROPERTIES_FILE
         self.meta = meta
+        self.created = created
 
     @property
     def directory_id(self) -> str:
@@ -168,7 +171,7 @@ class DataDirIdentity:
             if had_data:
                 log.info("data dir %s had no %s (written by an older LiteMQ): wrote one with node.id %d and "
                          "directory.id %s", data_dir, META_PROPERTIES_FILE, node_id, meta.directory_id)
-            return cls(data_dir, meta)
+            return cls(data_dir, meta, created=not had_data)
         path = data_dir / META_PROPERTIES_FILE
         if meta.node_id != node_id:
             raise InconsistentDataDirError(
