@@ -303,3 +303,34 @@ async def _test_a_new_replica_behind_the_log_start_installs_a_snapshot(tmp_path)
         assert new.open([]).node.conf_state == ConfState(target)  # recorded with the snapshot
     finally:
         await net.close()
+
+
+def test_a_learner_that_received_nothing_is_never_promoted(tmp_path):
+    asyncio.run(_test_a_learner_that_received_nothing_is_never_promoted(tmp_path))
+
+
+async def _test_a_learner_that_received_nothing_is_never_promoted(tmp_path):
+    """The log is far shorter than the lag bound, but the new replica's broker is down (its
+    group is closed): it is added as a learner and then waited for, never promoted - promotion
+    needs its log to reach the commit index (replica_move.caught_up_match), not only an offset
+    distance - and the move completes once it is back."""
+    net, producer = await _start(tmp_path)
+    try:
+        net.hosts[4].close()
+        leader = await net.wait_leader()
+        target = frozenset({1, 2, 3, 4})
+        states = []
+        for _ in range(60):
+            status = reassign_step(leader, target)
+            states.append((status.state, status.step.kind.value if status.step else None))
+            await asyncio.sleep(TICK_S)
+        assert (ReassignState.PROPOSED, "add-learner") in states
+        assert all(kind != "promote" for _, kind in states), states
+        assert states[-1] == (ReassignState.WAITING, "wait-catch-up")
+        assert leader.node.conf_state == ConfState(frozenset({1, 2, 3}), frozenset({4}))
+        net.hosts[4].open([])
+        await _drive(net, producer, target)
+        g = await net.wait_leader()
+        assert g.node.conf_state == ConfState(target)
+    finally:
+        await net.close()

@@ -15,7 +15,8 @@ three places:
    campaigns); the leader adds it as a learner and sends it appends or a snapshot.
 3. **The partition's leader** (:meth:`PartitionReassignments._drive_reconfigurations`, every
    tick while a partition of its is not in its target configuration): one single-server Raft
-   change at a time as :func:`litemq.raft.reconfigure.next_conf_step` plans it (new replicas
+   change at a time (:func:`litemq.cluster.replica_move.reassign_step` over
+   :func:`litemq.raft.reconfigure.next_conf_step`: new replicas
    in as learners, promoted once caught up, old voters removed; a leader that has to leave
    hands leadership to a voter of the target first, which then removes it). It is
    stateless, so a new leader (after a crash or a transfer) resumes from the
@@ -38,22 +39,13 @@ import logging
 from litemq import limits
 from litemq.cluster.image import MetadataImage, check_replica_list
 from litemq.cluster.partition_groups import group_id_of
+from litemq.cluster.replica_move import ReassignState, reassign_step
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.raft import RaftError
-from litemq.raft.reconfigure import ConfStepKind, next_conf_step
 
 log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as its other parts
 
 __all__ = ["PartitionReassignments", "completion_record", "listed_reassignments",
            "plan_reassignment"]
-
-def _caught_up(node, member: int) -> int | None:
-    """``member``'s match offset on leader ``node`` once its log reached the high watermark (the
-    commit index: Kafka's condition to join the ISR), else None (not promotable yet; a bound in
-    offsets alone would promote a learner holding nothing while the log is short)."""
-    m = node.match_offset(member)
-    return m if m is not None and m >= node.commit_index else None
-
 
 def _partition(image: MetadataImage, topic: str, index: int) -> list[int]:
     info = image.topics.get(topic)
@@ -170,60 +162,29 @@ class PartitionReassignments:
             self._drop_replica(topic, index, delete_log=True)
 
     def _drive_reconfigurations(self) -> None:
-        """Partition leaders: propose the next single-server change of each watched group toward
-        its target (:func:`next_conf_step`); called every tick."""
+        """Partition leaders: take the next single-server change of each watched group toward
+        its target (:func:`~litemq.cluster.replica_move.reassign_step`); called every tick."""
         watch = self._reconf_watch
         for gid in list(watch):
             g = self.groups.get(gid)
             if g is None or g.closed or g.failed or g.tp is None or not g.node.is_leader:
                 watch.discard(gid)  # watched again when it leads (see _on_partition_leader)
                 continue
-            node = g.node
             target = self._reassignment_target(*g.tp)
             if target is None:
                 watch.discard(gid)
                 continue
-            if node.transferee is not None:
-                continue
-            step = next_conf_step(node.conf_state, target, self.node_id, lambda n, node=node: _caught_up(node, n),
-                                  node.last_offset, limits.RAFT_PROMOTE_MAX_LAG_OFFSETS)
-            if step.kind is ConfStepKind.DONE:
-                if not node.config_change_pending():  # no CONFIG entry left uncommitted
-                    watch.discard(gid)
-                    if g.tp in self.image.reassignments:
-                        self._heartbeat_now.set()  # report it to the metadata leader at once
-                continue
-            if step.conf is None:  # WAIT_CATCH_UP
-                continue
-            if step.kind is ConfStepKind.REMOVE_VOTER and step.node == self.node_id:
-                self._hand_over_before_removal(g, target)
-                continue
-            try:
-                node.propose_config(step.conf.voters, step.conf.learners)
+            status = reassign_step(g, target, limits.RAFT_PROMOTE_MAX_LAG_OFFSETS)
+            if status.state is ReassignState.DONE:  # committed, no CONFIG entry left pending
+                watch.discard(gid)
+                if g.tp in self.image.reassignments:
+                    self._heartbeat_now.set()  # report it to the metadata leader at once
+            elif status.state is ReassignState.NOT_LEADER:
+                watch.discard(gid)
+            elif status.state is ReassignState.PROPOSED:
+                step, conf = status.step, status.conf
                 log.info("%s: reassignment step %s %s -> voters %s learners %s", gid, step.kind.value, step.node,
-                         sorted(step.conf.voters), sorted(step.conf.learners))
-            except (RaftError, ValueError) as exc:  # the previous change (or this term's first entry) pending
-                log.debug("%s: reassignment step %s deferred: %s", gid, step.kind.value, exc)
-            g.wake()
-            self.mark_dirty(g)
-
-    def _hand_over_before_removal(self, g, target: frozenset[int]) -> None:
-        """The leader is the last voter to leave: hand leadership to the most caught-up voter of
-        the target (Raft leadership transfer, thesis §3.10), which then removes it. (A leader
-        removing itself steps down without a successor when none is fully caught up, and
-        followers quiescent behind a live leader's broker would not start an election.)"""
-        node = g.node
-        candidates = [v for v in node.voters if v in target and v != self.node_id]
-        if not candidates:
-            return
-        to = max(sorted(candidates), key=lambda v: node.match_offset(v) or -1)
-        try:
-            node.transfer_leadership(to)
-            log.info("%s: leaving the replica set: hands leadership to %d first", g.group_id, to)
-        except (RaftError, ValueError) as exc:
-            log.debug("%s: leadership transfer to %d deferred: %s", g.group_id, to, exc)
-        g.wake()
-        self.mark_dirty(g)
+                         sorted(conf.voters), sorted(conf.learners))
 
     def _reassignment_reports(self) -> list[list]:
         """Heartbeat field ``reassignments``: ``[topic, partition, voters, learners]`` of the

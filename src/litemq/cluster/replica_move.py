@@ -5,11 +5,14 @@ A partition is a Raft group (:class:`~litemq.cluster.group.RaftGroup`); its repl
 group's configuration. :func:`reassign_step` takes one single-server change toward a target
 replica set on the group's leader, as :func:`litemq.raft.reconfigure.next_conf_step` plans it:
 each new replica joins as a learner (it receives the log but never counts in a quorum), is
-promoted to voter once its match offset is within ``limits.RAFT_PROMOTE_MAX_LAG_OFFSETS`` of
-the leader's last offset, then the replicas outside the target are removed, the leader last (it
-keeps leading until its removal commits, then steps down and hands over with TimeoutNow,
-thesis §4.2.2). Every change is a ``CONFIG`` entry in the partition log, a Raft-internal batch
-that takes no Kafka offset.
+promoted to voter once its log reached the commit index (Kafka's condition to join the ISR:
+:func:`caught_up_match`) and its match offset is within ``limits.RAFT_PROMOTE_MAX_LAG_OFFSETS``
+of the leader's last offset, then the replicas outside the target are removed, the leader
+last: it first hands leadership to the most caught-up voter of the target (thesis §3.10), which
+then removes it (a leader removing itself would step down without a successor when no voter is
+fully caught up, and followers quiescent behind a live leader's broker would not campaign).
+Every change is a ``CONFIG`` entry in the partition log, a Raft-internal batch that takes no
+Kafka offset.
 
 Stateless: the step is computed from the configuration in effect in the leader's log and the
 target, so a driver calls :func:`reassign_step` again (on whichever broker leads now) until it
@@ -28,14 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from litemq import limits
-from litemq.raft import ConfigChangeInProgress, ConfState, NotLeader, ProposalDropped, RaftNode
+from litemq.raft import ConfState, NotLeader, RaftError, RaftNode
 from litemq.raft.reconfigure import ConfStep, ConfStepKind, next_conf_step
 
-__all__ = ["MOVE_POLL_S", "MovableGroup", "ReassignState", "ReassignStatus", "reassign", "reassign_step"]
+__all__ = ["MOVE_POLL_S", "MovableGroup", "ReassignState", "ReassignStatus", "caught_up_match", "reassign",
+           "reassign_step"]
+
+log = logging.getLogger(__name__)
 
 MOVE_POLL_S = 0.05
 """How often :func:`reassign` looks again while a change commits or a learner catches up."""
@@ -62,7 +69,8 @@ class ReassignState(enum.Enum):
     """A learner of the target is catching up (``step.node``); call again later."""
     PENDING = "pending"
     """The previous change (or the new leader's first entry) is not committed yet, or a
-    leadership transfer is in progress; call again later."""
+    leadership transfer is in progress (also the one this leader starts before its own
+    removal); call again later."""
     NOT_LEADER = "not-leader"
     """This replica does not lead the group (``leader_id`` if known): drive it there."""
 
@@ -92,19 +100,48 @@ def reassign_step(group: MovableGroup, target: Iterable[int],
     conf = node.conf_state
     if not node.is_leader or group.failed:
         return ReassignStatus(ReassignState.NOT_LEADER, conf, None if group.failed else node.leader_id)
-    step = next_conf_step(conf, target, node.id, node.match_offset, node.last_offset, max_lag_offsets)
+    if node.transferee is not None:
+        return _poke(group, ReassignStatus(ReassignState.PENDING, conf, node.id))
+    step = next_conf_step(conf, target, node.id, lambda n: caught_up_match(node, n), node.last_offset,
+                          max_lag_offsets)
     if step.kind is ConfStepKind.DONE:
         state = ReassignState.PENDING if node.config_change_pending() else ReassignState.DONE
         return _poke(group, ReassignStatus(state, conf, node.id, step))
     if step.conf is None:  # a learner is catching up
         return _poke(group, ReassignStatus(ReassignState.WAITING, conf, node.id, step))
+    if step.kind is ConfStepKind.REMOVE_VOTER and step.node == node.id:
+        _hand_over(node, target)
+        return _poke(group, ReassignStatus(ReassignState.PENDING, conf, node.id, step))
     try:
         node.propose_config(step.conf.voters, step.conf.learners)
-    except (ConfigChangeInProgress, ProposalDropped):
-        return _poke(group, ReassignStatus(ReassignState.PENDING, conf, node.id, step))
     except NotLeader as exc:
         return ReassignStatus(ReassignState.NOT_LEADER, conf, exc.leader_id)
+    except (RaftError, ValueError) as exc:  # the previous change (or this term's first entry) pending
+        log.debug("step %s %s deferred: %s", step.kind.value, step.node, exc)
+        return _poke(group, ReassignStatus(ReassignState.PENDING, conf, node.id, step))
     return _poke(group, ReassignStatus(ReassignState.PROPOSED, node.conf_state, node.id, step))
+
+
+def caught_up_match(node: RaftNode, member: int) -> int | None:
+    """``member``'s match offset on leader ``node`` once its log reached the commit index
+    (Kafka's condition to join the ISR), else None: not promotable yet (a bound in offsets
+    alone would promote a learner that holds nothing while the log is short)."""
+    m = node.match_offset(member)
+    return m if m is not None and m >= node.commit_index else None
+
+
+def _hand_over(node: RaftNode, target: frozenset[int]) -> None:
+    """The leader is the last voter to leave: transfer leadership to the most caught-up voter
+    of the target (thesis §3.10); the new leader then removes this one."""
+    candidates = [v for v in node.voters if v in target and v != node.id]
+    if not candidates:
+        return
+    to = max(sorted(candidates), key=lambda v: node.match_offset(v) or -1)
+    try:
+        node.transfer_leadership(to)
+        log.info("leaving the replica set: hands leadership to %d first", to)
+    except (RaftError, ValueError) as exc:
+        log.debug("leadership transfer to %d deferred: %s", to, exc)
 
 
 def _poke(group: MovableGroup, status: ReassignStatus) -> ReassignStatus:
