@@ -397,7 +397,8 @@ class _BrokerCollector:
     @staticmethod
     def _partitions(m: BrokerMetrics, rt):
         parts = list(rt.replicas.partitions.values()) if rt.replicas is not None else []
-        leaders = under = under_min = offline_local = 0
+        leaders = under = under_min = offline_local = reassigning = 0
+        moves = rt.cluster.image.reassignments if rt.cluster is not None else {}
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a hosted partition's log.",
                                  labels=["topic", "partition"])
         leo = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset of a hosted partition.",
@@ -418,6 +419,8 @@ class _BrokerCollector:
             if not p.is_leader:
                 continue
             leaders += 1
+            if (p.topic, p.index) in moves:
+                reassigning += 1
             isr_of = getattr(p, "in_sync_replicas", None)
             if isr_of is None:
                 continue
@@ -437,7 +440,9 @@ class _BrokerCollector:
                 ("kafka_server_replicamanager_underminisrpartitioncount",
                  "Partitions led here whose ISR is smaller than min.insync.replicas.", under_min),
                 ("kafka_server_replicamanager_offlinereplicacount",
-                 "Hosted replicas offline after a storage error.", offline_local)):
+                 "Hosted replicas offline after a storage error.", offline_local),
+                ("kafka_server_replicamanager_reassigningpartitions",
+                 "Partitions led here whose reassignment (KIP-455) is in progress.", reassigning)):
             yield GaugeMetricFamily(name, doc, value=value)
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
                                   "Times the ISR of a partition led here shrank (sampled each second).",
@@ -452,6 +457,9 @@ class _BrokerCollector:
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
                                 "Partitions without a live leader (reported by the active controller only).",
                                 value=offline)
+        yield GaugeMetricFamily("litemq_controller_reassigning_partitions",
+                                "Partition reassignments in progress in the cluster (reported by the active "
+                                "controller only).", value=len(moves) if active and rt.cluster is not None else 0)
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster.",
                                 value=len(rt.metadata.topics))
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_globalpartitioncount",

@@ -487,6 +487,16 @@ def cluster_describe_quorum(bootstrap, replication, status, timeout_s) -> None:
 def cluster_unregister(bootstrap, broker_id) -> None:
     """Remove broker BROKER_ID's registration (UnregisterBroker, KIP-631), as
     kafka-cluster.sh unregister --id; a broker still running registers again at its next heartbeat."""
+    unregister_broker(bootstrap, broker_id)
+    click.echo(f"Broker {broker_id} is no longer registered.")
+
+
+def unregister_broker(bootstrap: str, broker_id: int) -> None:
+    """UnregisterBroker v0 (KIP-631) for ``broker_id`` through ``bootstrap``.
+
+    Raises:
+        CliError: an error answer (e.g. BROKER_ID_NOT_REGISTERED, CLUSTER_AUTHORIZATION_FAILED).
+    """
     from litemq.cli.config_commands import _wire
     from litemq.protocol.errors import ErrorCode
 
@@ -495,7 +505,6 @@ def cluster_unregister(bootstrap, broker_id) -> None:
     if resp.error_code:
         raise CliError(f"unregistering broker {broker_id} failed: {ErrorCode(resp.error_code).name}: "
                        f"{resp.error_message or ''}")
-    click.echo(f"Broker {broker_id} is no longer registered.")
 
 
 def register(main: click.Group) -> None:

@@ -148,8 +148,6 @@ def _generate(bootstrap: str, topics_file: Path, broker_list: str) -> None:
 
 
 def _execute(bootstrap: str, plan_file: Path) -> None:
-    from kafka import TopicPartition
-
     plan = _plan_partitions(plan_file)
     current = _current(bootstrap, {t for t, _ in plan})
     missing = [f"{t}-{p}" for t, p in plan if (t, p) not in current]
@@ -160,6 +158,18 @@ def _execute(bootstrap: str, plan_file: Path) -> None:
     click.echo(_plan_json({k: current[k] for k in plan}))
     click.echo("")
     click.echo("Save this to use as the --reassignment-json-file option during rollback")
+    start_moves(bootstrap, plan)
+    click.echo("Successfully started partition reassignments for " + ",".join(f"{t}-{p}" for t, p in sorted(plan)))
+
+
+def start_moves(bootstrap: str, plan: dict[tuple[str, int], list[int]]) -> None:
+    """AlterPartitionReassignments (KIP-455) of ``plan`` ((topic, partition) -> target replicas).
+
+    Raises:
+        CliError: the call failed, or a partition's move was refused (its error names).
+    """
+    from kafka import TopicPartition
+
     admin = _kafka_admin(bootstrap)
     try:
         res = _call(admin.alter_partition_reassignments, "cannot start the reassignment",
@@ -169,7 +179,6 @@ def _execute(bootstrap: str, plan_file: Path) -> None:
     failed = {f"{tp.topic}-{tp.partition}": _error_name(err) for tp, err in res.items() if err is not None}
     if failed:
         raise CliError("reassignment refused: " + ", ".join(f"{k}: {v}" for k, v in sorted(failed.items())))
-    click.echo("Successfully started partition reassignments for " + ",".join(f"{t}-{p}" for t, p in sorted(plan)))
 
 
 def _verify(bootstrap: str, plan_file: Path) -> None:
