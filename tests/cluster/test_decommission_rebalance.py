@@ -11,6 +11,7 @@ gauges of ``/metrics``, on 4 real broker processes.
 - Rebalance: a topic of RF 2 on brokers {1,2,3} only. ``--dry-run`` prints a plan that gives
   every broker 3 replicas and changes nothing; the real run moves replicas onto broker 4 and
   spreads the leaders.
+- A restarted decommissioned broker registers again and gets no replica back.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def test_decommission_under_load_and_reassignment_gauges(tmp_path):
         _check_dense(load, read_sequenced(_bootstrap(cluster, 1), topic, n, want, group_id="decommissioned",
                                           client_config=CLIENT))
 
+        # restarted, broker 1 registers again and gets nothing back
+        cluster.restart(1)
+        cluster.wait_live(1)
+        assert _partition_dirs(cluster, 1, topic) == []
+        assert all(1 not in rs for rs in _assignment(cluster, topic).values())
+
 
 def test_rebalance_dry_run_then_onto_a_new_broker(tmp_path):
     topic = "skewed"
@@ -142,3 +149,4 @@ def test_rebalance_dry_run_then_onto_a_new_broker(tmp_path):
 
         r = _cli("cluster", "rebalance", "-b", bs)
         assert r.returncode == 0 and "nothing to move" in r.stdout, r.stdout + r.stderr
+
