@@ -66,6 +66,10 @@ RAFT_MAX_APPEND_BYTES = 1024 * 1024
 RAFT_MAX_INFLIGHT_APPENDS = 256
 """Append messages with entries in flight to one follower before the leader pauses it."""
 
+REPLICATION_THROTTLE_MAX_HELD_BYTES = 8 * 1024 * 1024
+"""Record bytes of Appends a replication throttle holds back per (partition, replica); one more
+is dropped (Raft resends it). Bounds the memory a slow throttled replica costs (cluster/throttle.py)."""
+
 RAFT_MAX_APPLY_BYTES = 16 * 1024 * 1024
 """Largest sum of payload bytes of committed entries handed out in one Ready."""
 

@@ -27,6 +27,7 @@ from litemq.broker.server import Connection
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo, validate_topic_name
+from litemq.cluster.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, parse_throttled_replicas
 from litemq.metrics import BrokerMetrics
 from litemq.config import TLS_PROTOCOLS, BrokerConfig, ListenerSpec
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -359,6 +360,12 @@ class BrokerRuntime:
         mir = configs.get("min.insync.replicas")
         if mir is not None and (not mir.isdigit() or int(mir) < 1):
             raise KafkaError("min.insync.replicas must be an integer >= 1", ErrorCode.INVALID_CONFIG)
+        for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+            if name in configs:
+                try:
+                    parse_throttled_replicas(name, configs[name])
+                except ValueError as exc:
+                    raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, str], internal: bool = False,

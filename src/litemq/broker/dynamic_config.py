@@ -73,8 +73,7 @@ DYNAMIC_BROKER_CONFIGS: dict[str, DynamicConfig] = {
     "min.insync.replicas": DynamicConfig("min.insync.replicas"),
     # the log cleaner (Kafka LogCleaner.ReconfigurableConfigs) that LiteMQ's cleaner has
     "log.cleaner.backoff.ms": DynamicConfig(),
-    # replication throttles (Kafka DynamicReplicationConfig): stored and reported; partition
-    # reassignment does not apply them yet (docs/cluster.md)
+    # replication throttles (Kafka DynamicReplicationConfig), applied by litemq.cluster.throttle
     "leader.replication.throttled.rate": DynamicConfig(kafka_default=str(LONG_MAX), minimum=0),
     "follower.replication.throttled.rate": DynamicConfig(kafka_default=str(LONG_MAX), minimum=0),
 }

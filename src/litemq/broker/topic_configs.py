@@ -9,5 +9,8 @@ BROKER_TOPIC_CONFIGS = {
     "compression.type": "producer",
     "unclean.leader.election.enable": "false",
     "message.timestamp.difference.max.ms": str(2**63 - 1),
+    # replication throttles (Kafka LogConfig; applied by litemq.cluster.throttle)
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
 }
 """Topic configs the broker (not the log) interprets, with their defaults."""

@@ -5,20 +5,25 @@
   of the topics in F (``{"version": 1, "topics": [{"topic": "t"}]}``) and a proposed one over the
   listed brokers (same partition count and replication factor, round-robin as topic creation
   assigns: leaders spread evenly). Nothing is changed.
-- ``--execute --reassignment-json-file F``: starts the moves of F (``{"version": 1,
+- ``--execute --reassignment-json-file F [--throttle B]``: starts the moves of F (``{"version": 1,
   "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}]}``; ``log_dirs`` is
   accepted and must be ``any``), after printing the current assignment to save for a rollback.
+  ``--throttle B`` (bytes/s), as Kafka: first sets ``leader.replication.throttled.rate`` and
+  ``follower.replication.throttled.rate`` to B on every broker of the old and new replica sets,
+  and on each moving partition's topic ``leader.replication.throttled.replicas`` (its current
+  replicas) and ``follower.replication.throttled.replicas`` (the replicas it gains).
 - ``--verify --reassignment-json-file F``: for each partition of F, whether its move is still in
   progress, completed (the replicas are F's) or failed (no move and other replicas); exit status
-  1 unless all completed.
+  1 unless all completed. Once all completed it removes the throttles (both rates on every
+  broker, both throttled-replicas configs on F's topics), as Kafka's ``--verify``.
 - ``--cancel --reassignment-json-file F``: cancels the moves of F's partitions in progress (their
   replica sets walk back to what they were).
 
 AlterPartitionReassignments and ListPartitionReassignments go through kafka-python's
-``KafkaAdminClient`` (confluent-kafka has no such calls); the current assignment comes from
-confluent-kafka's metadata. ``-b`` takes plaintext listeners (no TLS/SASL client settings here).
-Kafka's throttle options (``--throttle``, ``--replica-alter-log-dirs-throttle``) are not
-supported: LiteMQ has no replication throttles yet.
+``KafkaAdminClient`` (confluent-kafka has no such calls); the current assignment and the
+throttle configs (IncrementalAlterConfigs) go through confluent-kafka. ``-b`` takes plaintext
+listeners (no TLS/SASL client settings here). ``--replica-alter-log-dirs-throttle`` is not
+supported (LiteMQ has one log dir per broker).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import click
 
 from litemq.cli.client_commands import CLIENT_TIMEOUT_S, _admin
 from litemq.cli.common import CliError, bootstrap_server_option
+from litemq.cluster.throttle import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS,
+                                     format_throttled_replicas)
 
 PLAN_VERSION = 1
 """The ``version`` of kafka-reassign-partitions' JSON files."""
@@ -147,7 +154,42 @@ def _generate(bootstrap: str, topics_file: Path, broker_list: str) -> None:
     click.echo(_plan_json(proposed))
 
 
-def _execute(bootstrap: str, plan_file: Path) -> None:
+def _alter_configs(bootstrap: str, changes: list[tuple[str, str, dict[str, str | None]]]) -> None:
+    """IncrementalAlterConfigs: ``(resource type "broker"|"topic", name, {key: value, or None to
+    delete})`` each. Raises CliError naming the first resource that failed."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resources = [ConfigResource(kind, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)
+        for k, v in configs.items()]) for kind, name, configs in changes]
+    admin = _admin(bootstrap) if resources else None
+    for res in resources:  # librdkafka: one BROKER resource per call
+        try:
+            admin.incremental_alter_configs([res])[res].result(timeout=CLIENT_TIMEOUT_S * 3)
+        except Exception as exc:  # KafkaException, timeouts: one line
+            raise CliError(f"cannot set the throttle configs of {res}: {exc}") from None
+
+
+def throttle_changes(plan: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]],
+                     rate: int) -> list[tuple[str, str, dict[str, str | None]]]:
+    """The config changes of ``--throttle rate`` (Kafka ``ReassignPartitionsCommand``
+    ``modifyReassignmentThrottle``/``modifyTopicThrottles``): both rates on every broker of the
+    old and new replica sets; per topic, leader throttled replicas = the current replicas of its
+    moving partitions, follower throttled replicas = the replicas they gain."""
+    moving = {k: r for k, r in plan.items() if set(r) != set(current[k])}
+    brokers = sorted({b for k in moving for b in (*current[k], *moving[k])})
+    out: list[tuple[str, str, dict[str, str | None]]] = [
+        ("broker", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}) for b in brokers]
+    for topic in sorted({t for t, _ in moving}):
+        leader = {p: set(current[(t, p)]) for (t, p) in moving if t == topic}
+        follower = {p: set(moving[(t, p)]) - set(current[(t, p)]) for (t, p) in moving if t == topic}
+        out.append(("topic", topic, {LEADER_REPLICAS: format_throttled_replicas(leader),
+                                     FOLLOWER_REPLICAS: format_throttled_replicas({p: b for p, b in follower.items()
+                                                                                   if b})}))
+    return out
+
+
+def _execute(bootstrap: str, plan_file: Path, throttle: int | None = None) -> None:
     plan = _plan_partitions(plan_file)
     current = _current(bootstrap, {t for t, _ in plan})
     missing = [f"{t}-{p}" for t, p in plan if (t, p) not in current]
@@ -158,6 +200,11 @@ def _execute(bootstrap: str, plan_file: Path) -> None:
     click.echo(_plan_json({k: current[k] for k in plan}))
     click.echo("")
     click.echo("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle is not None:
+        _alter_configs(bootstrap, throttle_changes(plan, current, throttle))
+        click.echo("Warning: You must run --verify periodically, until the reassignment completes, "
+                   "to ensure the throttle is removed.")
+        click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
     start_moves(bootstrap, plan)
     click.echo("Successfully started partition reassignments for " + ",".join(f"{t}-{p}" for t, p in sorted(plan)))
 
@@ -203,6 +250,17 @@ def _verify(bootstrap: str, plan_file: Path) -> None:
         click.echo(f"Reassignment of partition {t}-{p} {state}.")
     if not done:
         raise SystemExit(1)
+    _clear_throttles(bootstrap, sorted({t for t, _ in plan}))
+
+
+def _clear_throttles(bootstrap: str, topics: list[str]) -> None:
+    """Kafka ``--verify`` once every move completed: delete both rates on every broker and both
+    throttled-replicas configs of ``topics``."""
+    brokers = sorted(_admin(bootstrap).list_topics(timeout=CLIENT_TIMEOUT_S).brokers)
+    _alter_configs(bootstrap, [("broker", str(b), {LEADER_RATE: None, FOLLOWER_RATE: None}) for b in brokers])
+    click.echo("Clearing broker-level throttles on brokers " + ",".join(map(str, brokers)))
+    _alter_configs(bootstrap, [("topic", t, {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None}) for t in topics])
+    click.echo("Clearing topic-level throttles on topics " + ",".join(topics))
 
 
 def _cancel(bootstrap: str, plan_file: Path) -> None:
@@ -246,7 +304,10 @@ def partition() -> None:
 @click.option("--broker-list", default=None, metavar="ID,ID,...", help="Brokers to place replicas on (--generate).")
 @click.option("--reassignment-json-file", "plan_file", type=click.Path(path_type=Path), default=None,
               help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}]}.')
-def reassign(bootstrap, mode, topics_file, broker_list, plan_file) -> None:
+@click.option("--throttle", type=click.IntRange(min=1), default=None, metavar="BYTES_PER_S",
+              help="With --execute: limit the replication of the moving replicas to this many bytes/s "
+                   "per broker (leader and follower side); --verify removes it once the moves completed.")
+def reassign(bootstrap, mode, topics_file, broker_list, plan_file, throttle) -> None:
     """Move partitions between brokers (KIP-455), with kafka-reassign-partitions' JSON files."""
     if mode is None:
         raise click.UsageError("one of --generate, --execute, --verify or --cancel is required")
@@ -257,7 +318,12 @@ def reassign(bootstrap, mode, topics_file, broker_list, plan_file) -> None:
         return
     if plan_file is None:
         raise click.UsageError(f"--{mode} needs --reassignment-json-file")
-    {"execute": _execute, "verify": _verify, "cancel": _cancel}[mode](bootstrap, plan_file)
+    if throttle is not None and mode != "execute":
+        raise click.UsageError("--throttle goes with --execute")
+    if mode == "execute":
+        _execute(bootstrap, plan_file, throttle)
+        return
+    {"verify": _verify, "cancel": _cancel}[mode](bootstrap, plan_file)
 
 
 def register(main: click.Group) -> None:

@@ -50,6 +50,7 @@ from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, enc
 from litemq.cluster.partition_groups import (LEADER_BALANCE_MAX_LAG_OFFSETS, META_GROUP, PartitionGroupRegistry,
                                              group_id_of)
 from litemq.cluster.reassignment import PartitionReassignments
+from litemq.cluster.throttle import ReplicationThrottle
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
@@ -140,6 +141,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         """Partition groups whose leader may have to change their configuration (reassignment)."""
         self._completing: set[tuple] = set()
         """Metadata leader: (topic, partition, target) of moves whose end is being committed."""
+        self.throttle: ReplicationThrottle | None = None
+        """The replication throttles (set at start; configured from the image on each tick)."""
+        self._throttle_applied = -2
 
     # ================================================================== lifecycle
     async def start(self, loaded_logs: dict[tuple[str, int], PartitionLog]) -> None:
@@ -184,6 +188,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         host, port = self.config.rpc_listen_host, self.config.rpc_listen_port
         self.transport = Transport(self, host, port, self.voters)
         await self.transport.start()
+        self.throttle = ReplicationThrottle(self.node_id, self.loop, self.transport.send, self._step, self._in_sync)
         if self.meta.node.term == 0 and self.node_id == min(self.voters):
             self.meta.node.campaign()  # a fresh cluster: the lowest id asks first
         self.mark_dirty(self.meta)
@@ -244,22 +249,34 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         t = self.transport
         if t is None:
             return
+        th = self.throttle if self.throttle is not None and self.throttle.active() else None
         for m in messages:
-            t.send(m.dst, group_id, m)
+            if th is None or not th.hold_outgoing(group_id, m):  # replication throttle (throttle.py)
+                t.send(m.dst, group_id, m)
 
     def on_raft(self, peer_id: int, items) -> None:
         """Raft messages received from ``peer_id`` (one frame, possibly many groups)."""
-        groups = self.groups
         self.raft_messages_received += len(items)
+        th = self.throttle if self.throttle is not None and self.throttle.active() else None
         for group_id, msg in items:
-            g = groups.get(group_id)
-            if g is None or g.closed:
-                continue  # not created here yet (metadata still catching up): the leader retries
-            g.node.step(msg)
-            g.last_msg_tick = self._tick_no
-            if not isinstance(msg, HeartbeatResponse):  # the only thing a quiet leader can ignore
-                g.wake()
-            self.mark_dirty(g)
+            if th is None or not th.hold_incoming(peer_id, group_id, msg):
+                self._step(peer_id, group_id, msg)
+
+    def _in_sync(self, group_id: str, broker: int) -> bool:
+        """``broker`` is a voter of ``group_id`` (the throttle's ISR; a learner catching up is not)."""
+        g = self.groups.get(group_id)
+        return g is None or broker in g.node.voters
+
+    def _step(self, peer_id: int, group_id: str, msg) -> None:
+        """One received Raft message into its group (now, or when the follower throttle lets it)."""
+        g = self.groups.get(group_id)
+        if g is None or g.closed:
+            return  # not created here yet (metadata still catching up): the leader retries
+        g.node.step(msg)
+        g.last_msg_tick = self._tick_no
+        if not isinstance(msg, HeartbeatResponse):  # the only thing a quiet leader can ignore
+            g.wake()
+        self.mark_dirty(g)
 
     async def _tick_loop(self) -> None:
         interval = self.config.raft_tick_ms / 1000
@@ -274,6 +291,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     self.mark_dirty(g)
             if self._reconf_watch:
                 self._drive_reconfigurations()
+            if self._throttle_applied != self.applied_offset:  # configs may have changed
+                self._throttle_applied = self.applied_offset
+                self.throttle.configure(self.image.broker_configs,
+                                        {t: i.configs for t, i in self.image.topics.items()})
             self.transport.keepalive()
 
     def _first_campaign_lost(self, g: RaftGroup) -> bool:
