@@ -105,3 +105,25 @@ def test_throttled_move(tmp_path):
             assert _value(admin, "broker", str(n), "follower.replication.throttled.rate") == str(2**63 - 1)
         assert _value(admin, "topic", topic, "leader.replication.throttled.replicas") == ""
         assert _value(admin, "topic", topic, "follower.replication.throttled.replicas") == ""
+
+
+def test_throttled_replicas_format_and_tool_plan():
+    """Kafka's value format (``*``, ``p:b,...``, "" none; anything else ValueError with
+    Kafka's message) and what ``--throttle`` sets for a move (leader side: the current replicas,
+    follower side: the new ones, rates on every broker of both sets; unmoved partitions left out)."""
+    from litemq.cli.partition_commands import throttle_changes
+    from litemq.cluster.throttle import ALL, format_throttled_replicas, parse_throttled_replicas
+
+    assert parse_throttled_replicas("x", " * ") is ALL
+    assert parse_throttled_replicas("x", "") == {}
+    assert parse_throttled_replicas("x", "0:1, 0:2,3:4") == {0: {1, 2}, 3: {4}}
+    for bad in ("0", "a:1", "0:1,", "*,0:1", "0:-1"):
+        with pytest.raises(ValueError, match="must be the literal"):
+            parse_throttled_replicas("x", bad)
+    assert format_throttled_replicas({3: {4}, 0: {2, 1}}) == "0:1,0:2,3:4"
+    changes = throttle_changes({("t", 0): [1, 2, 4], ("t", 1): [2, 3, 1]},
+                               {("t", 0): [1, 2, 3], ("t", 1): [1, 2, 3]}, 500)
+    rates = {"leader.replication.throttled.rate": "500", "follower.replication.throttled.rate": "500"}
+    assert changes == [("broker", str(b), rates) for b in (1, 2, 3, 4)] + [
+        ("topic", "t", {"leader.replication.throttled.replicas": "0:1,0:2,0:3",
+                        "follower.replication.throttled.replicas": "0:4"})]
