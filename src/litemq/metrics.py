@@ -444,6 +444,17 @@ class _BrokerCollector:
                 ("kafka_server_replicamanager_reassigningpartitions",
                  "Partitions led here whose reassignment (KIP-455) is in progress.", reassigning)):
             yield GaugeMetricFamily(name, doc, value=value)
+        throttle = getattr(rt.cluster, "throttle", None) if rt.cluster is not None else None
+        if throttle is not None:  # Kafka LeaderReplication/FollowerReplication byte-rate = rate() of these
+            yield CounterMetricFamily("kafka_server_leaderreplication_bytes",
+                                      "Throttled replication bytes sent as leader (leader.replication.throttled.rate).",
+                                      value=throttle.bytes_leader)
+            yield CounterMetricFamily("kafka_server_followerreplication_bytes",
+                                      "Throttled replication bytes processed as follower "
+                                      "(follower.replication.throttled.rate).", value=throttle.bytes_follower)
+            yield GaugeMetricFamily("litemq_replication_throttle_held_bytes",
+                                    "Bytes of Raft Appends held back by the replication throttles now.",
+                                    value=throttle.held_bytes())
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
                                   "Times the ISR of a partition led here shrank (sampled each second).",
                                   value=m.isr_shrinks)

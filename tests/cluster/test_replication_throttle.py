@@ -40,6 +40,16 @@ def _value(admin: AdminClient, rtype: str, name: str, key: str) -> str:
     return admin.describe_configs([res])[res].result(30)[key].value
 
 
+def _metric(cluster: LocalCluster, node: int, name: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(cluster.http_url(node) + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not on broker {node}'s /metrics")
+
+
 def _voters(cluster: LocalCluster, topic: str) -> list[int] | None:
     for st in cluster.statuses().values():
         for pt in st["partitions"]:
@@ -50,7 +60,7 @@ def _voters(cluster: LocalCluster, topic: str) -> list[int] | None:
 
 def test_throttled_move(tmp_path):
     topic = "throttled"
-    with LocalCluster(tmp_path / "c", 4, OVERRIDES) as cluster:
+    with LocalCluster(tmp_path / "c", 4, OVERRIDES, http=True) as cluster:
         bs = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])],
@@ -97,6 +107,10 @@ def test_throttled_move(tmp_path):
         took = time.monotonic() - started
         assert took >= 0.5 * size / RATE, f"moved {size} bytes in {took:.1f}s, faster than the {RATE} B/s throttle"
         assert latencies and max(latencies) < 5, latencies
+
+        # /metrics: the throttled bytes, sent by leader 1, processed by the new replica 4
+        assert _metric(cluster, 1, "kafka_server_leaderreplication_bytes_total") >= 0.9 * size
+        assert _metric(cluster, 4, "kafka_server_followerreplication_bytes_total") >= 0.9 * size
 
         wait_for(lambda: _cli("-b", bs, "--verify", "--reassignment-json-file", str(plan)).returncode == 0, 60,
                  "verify reports the move completed", interval_s=1)
