@@ -23,9 +23,11 @@ processed only within the follower rate, the later ones held in order. Other Raf
 (heartbeats, votes, answers), voters (in sync) and the metadata group are never delayed.
 
 A held queue is bounded (``limits.REPLICATION_THROTTLE_MAX_HELD_BYTES`` per partition and
-replica): an Append beyond it is dropped, which Raft treats as a lost message (the follower
-rejects the next one and the leader sends again from its match point), so a throttled replica
-never makes the leader buffer its whole log.
+replica), so a throttled replica never makes the leader buffer Raft's whole window of Appends:
+an Append beyond it is dropped, as are the later ones that continue past that gap (they would
+only be rejected, so they take no tokens), until one resends from before the gap or the queue
+drained; the first one past the gap then goes on, the follower rejects it and the leader probes
+back from the follower's match point: Raft's handling of a lost message.
 
 Pure bookkeeping plus ``loop.call_later``: no I/O. Event-loop thread only.
 """
@@ -104,6 +106,10 @@ def _append_bytes(msg: Any) -> int:
     return n
 
 
+def _last_offset(msg: Append) -> int:
+    return msg.entries[-1].last_offset if msg.entries else msg.prev_offset
+
+
 class TokenBucket:
     """``rate`` bytes/s, holding at most one second's worth; may go into debt by one take."""
 
@@ -157,6 +163,8 @@ class ReplicationThrottle:
         self._held_out: dict[tuple[str, int], deque] = {}
         self._held_in: dict[str, deque] = {}
         self._held_bytes: dict[tuple, int] = {}
+        self._gap: dict = {}
+        """Key -> last offset held before an Append was dropped (the queue was full)."""
         self._timer: asyncio.TimerHandle | None = None
         self.dropped = 0
         """Appends dropped because their held queue was full (Raft sends them again)."""
@@ -243,6 +251,15 @@ class ReplicationThrottle:
         if size < 0:
             return False  # not an Append: never delayed
         queue = held.get(key)
+        gap = self._gap.get(key)
+        if gap is not None:
+            if msg.prev_offset <= gap or queue is None:
+                # a resend from before the gap, or the queue drained: this one goes on (past a gap
+                # the follower rejects it and the leader probes back from its match point)
+                del self._gap[key]
+            else:
+                self.dropped += 1  # would only be rejected after the gap: no tokens for it
+                return True
         bucket.refill(self.loop.time())
         if queue is None and (bucket.tokens > 0 or bucket.off()):
             bucket.tokens -= size
@@ -250,7 +267,8 @@ class ReplicationThrottle:
             emit(msg)
             return True
         if self._held_bytes.get(key, 0) + size > limits.REPLICATION_THROTTLE_MAX_HELD_BYTES and queue:
-            self.dropped += 1  # Raft resends from the follower's match point
+            self._gap[key] = _last_offset(queue[-1][1])
+            self.dropped += 1
             return True
         if queue is None:
             queue = held[key] = deque()
