@@ -42,8 +42,11 @@ def test_cli_consume_with_group_twice_splits_partitions(shared_broker, tmp_path)
     bs = shared_broker.bootstrap_servers
     create_topic(bs, "cli-split", 4)
     outs = [open(tmp_path / f"c{i}.out", "wb") for i in range(2)]
+    # Ctrl-C reaches a foreground process; a runner started in the background without job
+    # control (`cmd &` in a script) ignores SIGINT and its children would inherit that.
     procs = [subprocess.Popen([sys.executable, "-m", "litemq.cli", "consume", "cli-split", "-g", "cli-g",
-                               "--from-beginning", "-b", bs], stdout=outs[i], stderr=subprocess.DEVNULL)
+                               "--from-beginning", "-b", bs], stdout=outs[i], stderr=subprocess.DEVNULL,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
              for i in range(2)]
     try:
         def split():
@@ -64,8 +67,14 @@ def test_cli_consume_with_group_twice_splits_partitions(shared_broker, tmp_path)
     finally:
         for p in procs:
             p.send_signal(signal.SIGINT)  # clean close: final commit and LeaveGroup
-        for p in procs:
-            p.wait(30)
+        try:
+            for p in procs:
+                p.wait(30)
+        finally:
+            for p in procs:
+                if p.poll() is None:  # never leave a consumer behind, even when the test failed
+                    p.kill()
+                    p.wait()
     assert committed_offsets(bs, "cli-g") == end_offsets(bs, "cli-split", 4)
 
 
