@@ -125,6 +125,9 @@ def test_http_listen_flag_and_a_taken_address(tmp_path):
     taken stops the start with one line naming http.listen."""
     port = free_port()
     with BrokerProcess(tmp_path / "a", extra_args=["--http-listen", f"127.0.0.1:{port}"]) as broker:
+        # BrokerProcess returns once the Kafka listener accepts; the HTTP port is bound just after
+        # it (the "listening" log line follows both), so give it a moment on a busy machine.
+        wait_for(lambda: _accepts(port), 10, f"nothing listening on the HTTP port {port}")
         status, _, body = http("GET", f"http://127.0.0.1:{port}/metrics")
         assert status == 200 and b"kafka_controller_kafkacontroller_activecontrollercount" in body
         status, headers, _ = http("GET", f"http://127.0.0.1:{port}/")
@@ -141,6 +144,14 @@ def test_http_listen_flag_and_a_taken_address(tmp_path):
         assert errors and f"127.0.0.1:{busy}" in errors[0], res.stderr[-2000:]
         assert "Traceback" not in res.stderr
         wait_for(broker.alive, 1, "the first broker keeps running")
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def test_a_taken_default_http_port_only_logs_a_warning(tmp_path):
