@@ -1,10 +1,13 @@
-"""A KIP-848 group on a 3-broker cluster whose coordinator broker is SIGKILLed.
+"""A KIP-848 group on a 3-broker cluster whose coordinator broker is SIGKILLed, with a classic
+group of kafka-python consumers on the same coordinator the whole time.
 
 The group's records (ConsumerGroupMetadata/Member/TargetAssignment/CurrentAssignment) are in
 its replicated ``__consumer_offsets`` partition; the broker that becomes that partition's leader
 replays them, the confluent-kafka members (``group.protocol=consumer``) heartbeat to it with
 the epochs they had, keep their partitions, and a new member still joins with only the
-partitions that must move moving. Every produced record is consumed.
+partitions that must move moving. The classic group (its id hashes to the same
+``__consumer_offsets`` partition, so the same broker coordinates both) rejoins the new
+coordinator. Every produced record of both topics is consumed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groups_helpers import (BackgroundProducer, Worker, assert_delivery, consumer_group_describe, stable_assignment,
                             stop_all, wait_until)
+from litemq.coordinator.records import partition_for
 from litemq.testing.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
@@ -25,6 +29,11 @@ OVERRIDES = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms":
              "group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "10000"}
 PARTITIONS = 4
 GROUP = "g848-cluster"
+OFFSETS_PARTITIONS = 8
+"""``offsets.topic.num.partitions`` of the brokers (LiteMQ's default)."""
+CLASSIC_GROUP = next(g for g in (f"classic-{i}" for i in range(1000))
+                     if partition_for(g, OFFSETS_PARTITIONS) == partition_for(GROUP, OFFSETS_PARTITIONS))
+"""A classic group coordinated by the same ``__consumer_offsets`` partition as GROUP."""
 
 
 def test_kip848_group_survives_coordinator_kill(tmp_path):
@@ -32,10 +41,13 @@ def test_kip848_group_survives_coordinator_kill(tmp_path):
     with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
         bs = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic("t", PARTITIONS, 3)], operation_timeout=30)["t"].result(timeout=60)
-        cluster.wait_leaders("t", PARTITIONS)
+        for t in ("t", "c"):
+            admin.create_topics([NewTopic(t, PARTITIONS, 3)], operation_timeout=30)[t].result(timeout=60)
+            cluster.wait_leaders(t, PARTITIONS)
         feed = BackgroundProducer(bs, "t", PARTITIONS, rate_per_s=50)
+        classic_feed = BackgroundProducer(bs, "c", PARTITIONS, rate_per_s=30)
         workers: dict[str, Worker] = {}
+        classic = [Worker(tmp_path, f"classic{i}", "kafka-python", bs, "c", CLASSIC_GROUP) for i in range(2)]
 
         def coordinator() -> int:
             return admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=30).coordinator.id
@@ -47,6 +59,8 @@ def test_kip848_group_survives_coordinator_kill(tmp_path):
             for name in ("w1", "w2"):
                 workers[name] = Worker(tmp_path, name, "confluent-consumer", bs, "t", GROUP)
             before = stable_assignment(addr, GROUP, {"w1", "w2"})
+            classic_coordinator = admin.describe_consumer_groups([CLASSIC_GROUP])[CLASSIC_GROUP].result(timeout=30)
+            assert classic_coordinator.coordinator.id == coordinator(), "the two groups must share the killed broker"
             d_before = consumer_group_describe(*addr(), GROUP)
             old = coordinator()
             cluster.kill(old)
@@ -74,8 +88,15 @@ def test_kip848_group_survives_coordinator_kill(tmp_path):
             wait_until(lambda: produced <= {r for w in workers.values() for r in w.records()}, 60,
                        "every record consumed")
             assert_delivery(list(workers.values()), produced)
+
+            classic_produced = classic_feed.stop()
+            assert not classic_feed.errors, classic_feed.errors[:3]
+            wait_until(lambda: classic_produced <= {r for c in classic for r in c.records()}, 90,
+                       "every record of the classic group's topic consumed")
+            assert_delivery(classic, classic_produced)
             print(f"\ncoordinator {old} killed; {before} -> {after} -> {s3}; {len(produced)} records; "
-                  f"{time.monotonic() - t0:.1f}s")
+                  f"classic group {CLASSIC_GROUP}: {len(classic_produced)} records; {time.monotonic() - t0:.1f}s")
         finally:
             feed.stop()
-            stop_all(list(workers.values()))
+            classic_feed.stop()
+            stop_all(list(workers.values()) + classic)
