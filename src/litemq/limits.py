@@ -136,6 +136,14 @@ DESCRIBE_QUORUM_FORWARD_MS = 5_000
 forward it to the active controller) and waits at most this long for the leader's view, then
 answers NOT_LEADER_OR_FOLLOWER."""
 
+VOTER_CHANGE_TIMEOUT_MS = 30_000
+"""How long a metadata voter change waits to be done when the request names no time: RemoveRaftVoter
+(which has no TimeoutMs field; Kafka bounds it by ``controller.quorum.request.timeout.ms``, 2 s, too
+short for a busy Python broker) and an AddRaftVoter whose TimeoutMs is not positive."""
+VOTER_CHANGE_MAX_TIMEOUT_MS = 300_000
+"""The longest an AddRaftVoter waits for its new voter to catch up and be promoted, whatever its
+TimeoutMs asks (KIP-853; the request is then answered REQUEST_TIMED_OUT)."""
+
 PRODUCER_ID_BLOCK_WAIT_MS = 2_000
 """InitProducerId waits at most this long for a new producer-id block from the metadata leader
 (a cluster still electing one), then answers COORDINATOR_LOAD_IN_PROGRESS and the client retries."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ssl
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -686,6 +687,16 @@ ROWS: list[Row] = [
     Row("unregister_broker", 64, 0, (Need(C, O.ALTER),), lambda w, c: w.request(64, 0, {"broker_id": 99}),
         top_code, allowed=lambda r, c, b: r.error_code == E.BROKER_ID_NOT_REGISTERED
         or pytest.fail("not answered BROKER_ID_NOT_REGISTERED")),
+    # KIP-853: ALTER on the cluster (one broker: a static quorum, as Kafka's with kraft.version 0)
+    Row("add_raft_voter", 80, 0, (Need(C, O.ALTER),),
+        lambda w, c: w.request(80, 0, {"cluster_id": None, "timeout_ms": 5000, "voter_id": 99,
+                                       "voter_directory_id": uuid.UUID(int=12345), "listeners": []}),
+        top_code, allowed=lambda r, c, b: r.error_code == E.UNSUPPORTED_VERSION
+        or pytest.fail("not answered UNSUPPORTED_VERSION")),
+    Row("remove_raft_voter", 81, 0, (Need(C, O.ALTER),),
+        lambda w, c: w.request(81, 0, {"cluster_id": None, "voter_id": 1, "voter_directory_id": uuid.UUID(int=12345)}),
+        top_code, allowed=lambda r, c, b: r.error_code == E.UNSUPPORTED_VERSION
+        or pytest.fail("not answered UNSUPPORTED_VERSION")),
     # ---------------------------------------------------------------- transactions
     Row("init_producer_id_txn", 22, 4, (Need(X, O.WRITE),), _init_pid(True), top_code, state=txn_state,
         allowed=_pid_allowed),

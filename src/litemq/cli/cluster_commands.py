@@ -9,15 +9,15 @@ and another ``stop`` then print the ``cluster start`` command that runs it again
 asks the brokers' RPC ``status`` and shows the brokers, the metadata group and every
 partition's leader, epoch, replicas, high watermark, log end offset and largest replica lag.
 
-``describe-quorum`` and ``unregister`` speak the Kafka protocol to ``--bootstrap-server`` (with the
-``--command-config`` security settings), as ``kafka-metadata-quorum.sh describe --status`` /
-``--replication`` and ``kafka-cluster.sh unregister --id``: DescribeQuorum (KIP-595) and
-UnregisterBroker (KIP-631).
+``describe-quorum``, ``add-controller``, ``remove-controller`` and ``unregister`` speak the Kafka
+protocol to ``--bootstrap-server`` (with the ``--command-config`` security settings), as
+``kafka-metadata-quorum.sh describe --status`` / ``--replication`` / ``add-controller`` /
+``remove-controller`` and ``kafka-cluster.sh unregister --id``: DescribeQuorum (KIP-595),
+AddRaftVoter and RemoveRaftVoter (KIP-853) and UnregisterBroker (KIP-631).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -26,13 +26,16 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import click
 
-from litemq.cli.client_commands import bootstrap_option
+from litemq.cli.client_commands import CLIENT_TIMEOUT_S, bootstrap_option
 from litemq.cli.common import CliError, console, make_table, parse_kv
+from litemq.cluster.quorum import _directory_uuid, directory_id_text
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
+from litemq.limits import VOTER_CHANGE_MAX_TIMEOUT_MS, VOTER_CHANGE_TIMEOUT_MS
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
 
 STATE_FILE = "cluster.json"
@@ -390,7 +393,7 @@ def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
 
 
 # ------------------------------------------------------------------ metadata quorum (Kafka wire)
-DESCRIBE_QUORUM, UNREGISTER_BROKER, DESCRIBE_CLUSTER = 55, 64, 60
+DESCRIBE_QUORUM, UNREGISTER_BROKER, DESCRIBE_CLUSTER, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 64, 60, 80, 81
 NOT_LEADER_OR_FOLLOWER = 6
 QUORUM_REQUEST = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
 
@@ -432,7 +435,7 @@ def _describe_quorum(bootstrap: str, timeout_s: float):
 
 def _kafka_uuid(u) -> str:
     """A UUID as Kafka prints one (``Uuid.toString``: 22 URL-safe base64 characters)."""
-    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+    return directory_id_text(u) or "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _lag_ms(rows, now_ms: int) -> int:
@@ -505,6 +508,104 @@ def unregister_broker(bootstrap: str, broker_id: int) -> None:
     if resp.error_code:
         raise CliError(f"unregistering broker {broker_id} failed: {ErrorCode(resp.error_code).name}: "
                        f"{resp.error_message or ''}")
+
+
+def _directory_option(f):
+    return click.option("--controller-directory-id", "directory_id", default=None, metavar="ID",
+                         help="Its directory.id (meta.properties; 22-character Kafka Uuid text or a UUID); by default "
+                              "the one DescribeQuorum shows for it.")(f)
+
+
+def _parse_directory_id(text: str) -> uuid.UUID:
+    """``--controller-directory-id``: Kafka's 22-character Uuid text or a UUID. Raises CliError."""
+    parsed = _directory_uuid(text.strip())
+    if parsed.int == 0:
+        raise CliError(f"--controller-directory-id: {text!r} is not a directory id (22 base64 characters as "
+                       "'litemq cluster describe-quorum' prints it, or a UUID)")
+    return parsed
+
+
+def _quorum_directory_id(bootstrap: str, node_id: int, kinds: tuple[str, ...]) -> uuid.UUID:
+    """Node ``node_id``'s directory id as DescribeQuorum shows it, looked for among the
+    partition's ``kinds`` (``"observers"``, ``"current_voters"``) in that order.
+
+    Raises:
+        CliError: the node is in none of them, its directory id is unknown, DescribeQuorum failed.
+    """
+    part = _describe_quorum(bootstrap, 10.0)[0].topics[0].partitions[0]
+    for kind in kinds:
+        for row in getattr(part, kind):
+            if row.replica_id == node_id:
+                if row.replica_directory_id.int == 0:
+                    raise CliError(f"node {node_id}'s directory id is unknown; give --controller-directory-id")
+                return row.replica_directory_id
+    names = " or ".join("an observer" if k == "observers" else "a voter" for k in kinds)
+    raise CliError(f"node {node_id} is not {names} of the metadata quorum (voters: "
+                   f"{_ids(v.replica_id for v in part.current_voters)}, observers: "
+                   f"{_ids(o.replica_id for o in part.observers)})")
+
+
+def _voter_request(bootstrap: str, api_key: int, body: dict, wait_s: float):
+    """One AddRaftVoter / RemoveRaftVoter v0 through ``bootstrap``, waiting ``wait_s`` seconds
+    for the answer; the response. Raises CliError (unreachable, authentication)."""
+    from litemq.cli.config_commands import _wire
+
+    with _wire(bootstrap) as w:
+        w.sock.settimeout(wait_s)
+        try:
+            return w.request(api_key, 0, body, client_id="litemq-cli")
+        except TimeoutError:
+            raise CliError(f"no answer from {bootstrap} within {wait_s:g}s") from None
+        except ConnectionError as exc:
+            raise CliError(f"the broker at {bootstrap} closed the connection ({exc})") from None
+
+
+def _voter_failed(what: str, resp) -> CliError:
+    from litemq.protocol.errors import ErrorCode
+
+    try:
+        name = ErrorCode(resp.error_code).name
+    except ValueError:
+        name = f"error {resp.error_code}"
+    return CliError(f"{what} failed: {name}: {resp.error_message or ''}".rstrip(": "))
+
+
+@cluster.command("add-controller")
+@bootstrap_option
+@click.option("--controller-id", "node_id", type=click.IntRange(0), required=True,
+              help="Node id of the broker to make a metadata voter (it runs, joined with --join, as an observer).")
+@_directory_option
+@click.option("--timeout-ms", type=click.IntRange(1, VOTER_CHANGE_MAX_TIMEOUT_MS), default=VOTER_CHANGE_TIMEOUT_MS,
+              show_default=True, help="How long the metadata leader may take to catch it up and promote it.")
+def cluster_add_controller(bootstrap, node_id, directory_id, timeout_ms) -> None:
+    """Make broker --controller-id a voter of the metadata quorum (AddRaftVoter, KIP-853), as
+    kafka-metadata-quorum.sh add-controller: it joins as a learner and votes once caught up."""
+    directory = (_parse_directory_id(directory_id) if directory_id is not None
+                 else _quorum_directory_id(bootstrap, node_id, ("observers", "current_voters")))
+    resp = _voter_request(bootstrap, ADD_RAFT_VOTER, {"cluster_id": None, "timeout_ms": timeout_ms,
+                                                      "voter_id": node_id, "voter_directory_id": directory,
+                                                      "listeners": []}, timeout_ms / 1000 + CLIENT_TIMEOUT_S)
+    if resp.error_code:
+        raise _voter_failed(f"adding controller {node_id}", resp)
+    click.echo(f"Added controller {node_id} with directory id {_kafka_uuid(directory)}")
+
+
+@cluster.command("remove-controller")
+@bootstrap_option
+@click.option("--controller-id", "node_id", type=click.IntRange(0), required=True,
+              help="Node id of the metadata voter to remove (it goes on as an observer while it runs).")
+@_directory_option
+def cluster_remove_controller(bootstrap, node_id, directory_id) -> None:
+    """Remove voter --controller-id from the metadata quorum (RemoveRaftVoter, KIP-853), as
+    kafka-metadata-quorum.sh remove-controller."""
+    directory = (_parse_directory_id(directory_id) if directory_id is not None
+                 else _quorum_directory_id(bootstrap, node_id, ("current_voters",)))
+    resp = _voter_request(bootstrap, REMOVE_RAFT_VOTER, {"cluster_id": None, "voter_id": node_id,
+                                                         "voter_directory_id": directory},
+                          VOTER_CHANGE_TIMEOUT_MS / 1000 + CLIENT_TIMEOUT_S)
+    if resp.error_code:
+        raise _voter_failed(f"removing controller {node_id}", resp)
+    click.echo(f"Removed controller {node_id} with directory id {_kafka_uuid(directory)}")
 
 
 def register(main: click.Group) -> None:

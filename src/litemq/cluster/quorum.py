@@ -49,6 +49,14 @@ def _directory_uuid(directory_id: str | None) -> uuid.UUID:
             return uuid.UUID(int=0)
 
 
+def directory_id_text(directory_uuid: uuid.UUID) -> str | None:
+    """A directory id as the cluster keeps it (Kafka's ``Uuid.toString``: 22 URL-safe base64
+    characters), the reverse of :func:`_directory_uuid`; None for the zero UUID (unknown)."""
+    if directory_uuid.int == 0:
+        return None
+    return base64.urlsafe_b64encode(directory_uuid.bytes).decode("ascii").rstrip("=")
+
+
 def describe_quorum(cluster: QuorumSource) -> dict | None:
     """The ``__cluster_metadata``-0 partition entry of a DescribeQuorum response plus its
     ``nodes`` (v2): ``{"partition": {...}, "nodes": [...]}`` with Kafka's field names, JSON-safe

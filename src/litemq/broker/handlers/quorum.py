@@ -17,21 +17,41 @@ BROKER_ID_NOT_REGISTERED for an id that is not registered. As Kafka's controller
 (``ReplicationControlManager.unregisterBroker``) a live broker is not refused: it is removed,
 and its next heartbeat registers it again.
 
-Authorization (Kafka ``KafkaApis``): DESCRIBE on the cluster for DescribeQuorum, ALTER on the
-cluster for UnregisterBroker; refused: CLUSTER_AUTHORIZATION_FAILED at the top level.
+AddRaftVoter (API 80, v0) and RemoveRaftVoter (API 81, v0), KIP-853, change the metadata
+group's voters one at a time through the cluster (``ClusterManager.add_voter`` /
+``remove_voter``: a new voter joins as a learner and is promoted once caught up). The checks
+before it, in Kafka's order (``KafkaRaftClient.handleAddVoterRequest`` /
+``handleRemoveVoterRequest``): a non-null ClusterId other than this cluster's is
+INCONSISTENT_CLUSTER_ID; a negative voter id or the zero directory id is INVALID_REQUEST ("Add
+voter request didn't include a valid voter"). The request's Listeners are not required (Kafka's
+controller requires them): LiteMQ reaches a voter at the endpoints it registered. The change
+itself answers DUPLICATE_VOTER, VOTER_NOT_FOUND, INVALID_REQUEST or REQUEST_TIMED_OUT as the
+cluster raises them. A single broker (no cluster) has a static quorum of one voter, itself,
+which is what a Kafka quorum with ``kraft.version`` 0 is: UNSUPPORTED_VERSION ("Cluster doesn't
+support adding voter because the kraft.version feature is 0"). AddRaftVoter waits at most its
+TimeoutMs (``limits.VOTER_CHANGE_TIMEOUT_MS`` when not positive, at most
+``limits.VOTER_CHANGE_MAX_TIMEOUT_MS``), RemoveRaftVoter ``limits.VOTER_CHANGE_TIMEOUT_MS``.
+
+Authorization (Kafka ``KafkaApis``/``ControllerApis``): DESCRIBE on the cluster for
+DescribeQuorum, ALTER on the cluster for UnregisterBroker, AddRaftVoter and RemoveRaftVoter;
+refused: CLUSTER_AUTHORIZATION_FAILED at the top level.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
 from litemq import limits
 from litemq.broker.authz import authorize
-from litemq.cluster.quorum import METADATA_PARTITION, METADATA_TOPIC, describe_quorum
+from litemq.cluster.quorum import (METADATA_PARTITION, METADATA_TOPIC, _directory_uuid, describe_quorum,
+                                   directory_id_text)
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.acl_operations import AclOperation, ResourceType
+
+log = logging.getLogger(__name__)
 
 _DENIED = "Authorization failed."
 
@@ -44,7 +64,9 @@ def _answer(error_code: int, message: str | None, partitions: list[dict], nodes:
 
 def _single_broker_quorum(runtime) -> dict:
     """A broker without a cluster: one voter, itself, every record committed at once."""
-    me = {"replica_id": runtime.config.node_id, "replica_directory_id": str(uuid.UUID(int=0)), "log_end_offset": 0,
+    identity = getattr(runtime, "identity", None)  # the data dir's meta.properties
+    directory = _directory_uuid(identity.directory_id if identity is not None else None)
+    me = {"replica_id": runtime.config.node_id, "replica_directory_id": str(directory), "log_end_offset": 0,
           "last_fetch_timestamp": -1, "last_caught_up_timestamp": int(time.time() * 1000)}
     partition = {"partition_index": METADATA_PARTITION, "error_code": 0, "error_message": None,
                  "leader_id": runtime.config.node_id, "leader_epoch": 0, "high_watermark": 0,
@@ -125,9 +147,58 @@ async def handle_unregister_broker(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None}
 
 
+def _voter_answer(error_code: int, message: str | None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(error_code), "error_message": message}
+
+
+async def _change_voters(ctx, req, verb: str, timeout_s: float) -> dict:
+    """AddRaftVoter / RemoveRaftVoter (``verb`` "adding" / "removing"): the checks of the module
+    docstring, then ``ClusterManager.add_voter`` / ``remove_voter(node_id, directory_id,
+    timeout_s)``; every failure is an answer (a dict of the response schema)."""
+    runtime = ctx.runtime
+    if not authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER):
+        return _voter_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
+    ours = runtime.metadata.cluster_id
+    if req.cluster_id is not None and req.cluster_id != ours:  # Kafka's hasValidClusterId
+        return _voter_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                             f'The given id "{req.cluster_id}" doesn\'t match the cluster id "{ours}"')
+    directory_id = directory_id_text(req.voter_directory_id)
+    if req.voter_id < 0 or directory_id is None:
+        request = "Add" if verb == "adding" else "Remove"
+        return _voter_answer(ErrorCode.INVALID_REQUEST, f"{request} voter request didn't include a valid voter")
+    if runtime.cluster is None:
+        return _voter_answer(ErrorCode.UNSUPPORTED_VERSION,
+                             f"Cluster doesn't support {verb} voter because the kraft.version feature is 0 (a "
+                             "single broker is a static quorum of one voter, itself; run a cluster to change voters)")
+    change = runtime.cluster.add_voter if verb == "adding" else runtime.cluster.remove_voter
+    try:
+        await change(int(req.voter_id), directory_id, timeout_s)
+    except KafkaError as exc:
+        return _voter_answer(exc.code, str(exc))
+    except (ConnectionError, asyncio.TimeoutError) as exc:
+        return _voter_answer(ErrorCode.REQUEST_TIMED_OUT, f"{verb} voter {req.voter_id} did not complete: {exc!r}")
+    except Exception as exc:  # noqa: BLE001 - never leave the request unanswered
+        log.exception("%s voter %d failed", verb, req.voter_id)
+        return _voter_answer(ErrorCode.UNKNOWN_SERVER_ERROR, f"{verb} voter {req.voter_id} failed: {exc!r}")
+    return _voter_answer(ErrorCode.NONE, None)
+
+
+async def handle_add_raft_voter(ctx, req) -> dict:
+    """AddRaftVoter v0 (KIP-853): make observer ``voter_id`` a voter of the metadata group."""
+    timeout_ms = req.timeout_ms if req.timeout_ms > 0 else limits.VOTER_CHANGE_TIMEOUT_MS
+    return await _change_voters(ctx, req, "adding", min(timeout_ms, limits.VOTER_CHANGE_MAX_TIMEOUT_MS) / 1000)
+
+
+async def handle_remove_raft_voter(ctx, req) -> dict:
+    """RemoveRaftVoter v0 (KIP-853): remove voter ``voter_id`` from the metadata group."""
+    return await _change_voters(ctx, req, "removing", limits.VOTER_CHANGE_TIMEOUT_MS / 1000)
+
+
 def register(runtime) -> None:
     if runtime.cluster is not None:
         cluster = runtime.cluster
         cluster.rpc_ops["describe_quorum"] = lambda peer_id, req: _serve_describe_quorum(cluster)
     runtime.register(55, handle_describe_quorum)
     runtime.register(64, handle_unregister_broker)
+    runtime.register(80, handle_add_raft_voter)
+    runtime.register(81, handle_remove_raft_voter)
