@@ -525,22 +525,22 @@ def _parse_directory_id(text: str) -> uuid.UUID:
     return parsed
 
 
-def _quorum_directory_id(bootstrap: str, node_id: int, kinds: tuple[str, ...]) -> uuid.UUID:
-    """Node ``node_id``'s directory id as DescribeQuorum shows it, looked for among the
-    partition's ``kinds`` (``"observers"``, ``"current_voters"``) in that order.
+def _quorum_directory_id(bootstrap: str, node_id: int) -> uuid.UUID:
+    """Node ``node_id``'s directory id as DescribeQuorum shows it among the voters and observers
+    (a voter named to add-controller, or an observer to remove-controller, is sent on: the
+    broker's DUPLICATE_VOTER or VOTER_NOT_FOUND says why, as Kafka's).
 
     Raises:
-        CliError: the node is in none of them, its directory id is unknown, DescribeQuorum failed.
+        CliError: the node is neither, its directory id is unknown, DescribeQuorum failed.
     """
     part = _describe_quorum(bootstrap, 10.0)[0].topics[0].partitions[0]
-    for kind in kinds:
-        for row in getattr(part, kind):
+    for rows in (part.current_voters, part.observers):
+        for row in rows:
             if row.replica_id == node_id:
                 if row.replica_directory_id.int == 0:
                     raise CliError(f"node {node_id}'s directory id is unknown; give --controller-directory-id")
                 return row.replica_directory_id
-    names = " or ".join("an observer" if k == "observers" else "a voter" for k in kinds)
-    raise CliError(f"node {node_id} is not {names} of the metadata quorum (voters: "
+    raise CliError(f"node {node_id} is neither a voter nor an observer of the metadata quorum (voters: "
                    f"{_ids(v.replica_id for v in part.current_voters)}, observers: "
                    f"{_ids(o.replica_id for o in part.observers)})")
 
@@ -581,7 +581,7 @@ def cluster_add_controller(bootstrap, node_id, directory_id, timeout_ms) -> None
     """Make broker --controller-id a voter of the metadata quorum (AddRaftVoter, KIP-853), as
     kafka-metadata-quorum.sh add-controller: it joins as a learner and votes once caught up."""
     directory = (_parse_directory_id(directory_id) if directory_id is not None
-                 else _quorum_directory_id(bootstrap, node_id, ("observers", "current_voters")))
+                 else _quorum_directory_id(bootstrap, node_id))
     resp = _voter_request(bootstrap, ADD_RAFT_VOTER, {"cluster_id": None, "timeout_ms": timeout_ms,
                                                       "voter_id": node_id, "voter_directory_id": directory,
                                                       "listeners": []}, timeout_ms / 1000 + CLIENT_TIMEOUT_S)
@@ -599,7 +599,7 @@ def cluster_remove_controller(bootstrap, node_id, directory_id) -> None:
     """Remove voter --controller-id from the metadata quorum (RemoveRaftVoter, KIP-853), as
     kafka-metadata-quorum.sh remove-controller."""
     directory = (_parse_directory_id(directory_id) if directory_id is not None
-                 else _quorum_directory_id(bootstrap, node_id, ("current_voters",)))
+                 else _quorum_directory_id(bootstrap, node_id))
     resp = _voter_request(bootstrap, REMOVE_RAFT_VOTER, {"cluster_id": None, "voter_id": node_id,
                                                          "voter_directory_id": directory},
                           VOTER_CHANGE_TIMEOUT_MS / 1000 + CLIENT_TIMEOUT_S)
