@@ -142,6 +142,13 @@ class BrokerConfig:
     # replicated cluster (litemq.cluster): empty ``controller_quorum_voters`` = single node
     controller_quorum_voters: str = ""
     """``1@host:rpcport,2@host:rpcport,...`` (Kafka's name; ``--peers``): the metadata voters."""
+    controller_quorum_bootstrap_servers: str = ""
+    """``host:rpcport,...`` (Kafka's name, KIP-853; ``--join``): RPC addresses of brokers of a
+    running cluster that this broker joins as an observer (a metadata learner) when it is not
+    one of ``controller.quorum.voters``; ``litemq cluster add-controller`` then makes it a voter."""
+    process_roles: str = "broker,controller"
+    """Kafka's ``process.roles``: ``broker,controller`` (may be a metadata voter) or ``broker``
+    (an observer only: AddRaftVoter refuses it). A controller-only node is not supported."""
     rpc_listen_host: str = "127.0.0.1"
     rpc_listen_port: int = 0
     broker_heartbeat_interval_ms: int = 500
@@ -393,6 +400,38 @@ class BrokerConfig:
                              f"implements {RACK_AWARE_REPLICA_SELECTOR} only)")
         if self.broker_rack is not None and len(self.broker_rack) > MAX_RACK_ID_CHARS:
             raise ValueError(f"broker.rack: at most {MAX_RACK_ID_CHARS} characters")
+        roles = self.roles()
+        if "broker" not in roles:
+            raise ValueError(f"process.roles: {self.process_roles!r} is not supported (LiteMQ runs broker or "
+                             "broker,controller: every node serves clients)")
+        voters = self.quorum_voters()
+        if self.node_id in voters and "controller" not in roles:
+            raise ValueError(f"process.roles: node {self.node_id} is one of controller.quorum.voters, so its roles "
+                             "must include controller")
+        self.quorum_bootstrap_servers()  # parsable
+
+    def roles(self) -> frozenset[str]:
+        """``process.roles`` parsed (ValueError: an unknown role)."""
+        roles = frozenset(r.strip() for r in self.process_roles.split(",") if r.strip())
+        bad = roles - {"broker", "controller"}
+        if bad or not roles:
+            raise ValueError(f"process.roles: {self.process_roles!r}: roles are broker and controller")
+        return roles
+
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """``controller.quorum.bootstrap.servers`` parsed: [(host, rpc port), ...].
+
+        Raises:
+            ValueError: an item is not ``HOST:PORT``.
+        """
+        out = []
+        for item in self.controller_quorum_bootstrap_servers.split(","):
+            item = item.strip()
+            if item:
+                if ":" not in item:
+                    raise ValueError(f"controller.quorum.bootstrap.servers: bad address {item!r}: expected HOST:PORT")
+                out.append(parse_host_port(item))
+        return out
 
     def _validate_ssl(self, listener: str, what: str) -> None:
         for key in ("ssl.keystore.type", "ssl.truststore.type"):
@@ -408,8 +447,8 @@ class BrokerConfig:
 
     @property
     def clustered(self) -> bool:
-        """True when this broker is one of a replicated cluster (``--peers`` given)."""
-        return bool(self.controller_quorum_voters.strip())
+        """True when this broker is one of a replicated cluster (``--peers`` or ``--join`` given)."""
+        return bool(self.controller_quorum_voters.strip() or self.controller_quorum_bootstrap_servers.strip())
 
     def quorum_voters(self) -> dict[int, tuple[str, int]]:
         """``controller.quorum.voters`` parsed: node id -> (host, rpc port).

@@ -131,6 +131,16 @@ SYNC_THREAD_IDLE_EXIT_MS = 5000
 SYNC_PARALLEL_JOBS = 4
 """fsyncs of different logs a broker's fsync thread runs at once when several are queued."""
 
+CLUSTER_JOIN_TIMEOUT_MS = 60_000
+"""A broker starting with ``--join`` (controller.quorum.bootstrap.servers) keeps asking its
+bootstrap brokers to register it this long before it gives up and exits (cluster/join.py)."""
+JOIN_RPC_TIMEOUT_MS = 12_000
+"""Bound on one ``join`` RPC answer (it waits for the registration's commit, below)."""
+JOIN_REGISTER_TIMEOUT_MS = 10_000
+"""How long a broker asked to ``join`` waits for the metadata leader to commit the registration."""
+QUORUM_CHANGE_POLL_MS = 100
+"""AddRaftVoter/RemoveRaftVoter on the metadata leader: how often it looks again at a learner
+catching up or a configuration change committing."""
 DESCRIBE_QUORUM_FORWARD_MS = 5_000
 """A broker that is not the metadata leader forwards DescribeQuorum to it (as Kafka's brokers
 forward it to the active controller) and waits at most this long for the leader's view, then

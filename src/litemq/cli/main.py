@@ -40,6 +40,10 @@ def main() -> None:
 @click.option("--peers", default=None, metavar="ID@HOST:PORT,...", callback=check_peers,
               help="Every broker of the cluster with its --rpc-listen address (the metadata voters; "
                    "Kafka's controller.quorum.voters). Without it the broker runs alone.")
+@click.option("--join", default=None, metavar="HOST:PORT,...",
+              help="RPC addresses of brokers of a running cluster to join as an observer (a new broker that is "
+                   "not in --peers; Kafka's controller.quorum.bootstrap.servers). 'litemq cluster add-controller' "
+                   "makes it a metadata voter.")
 @click.option("--config", "config_file", type=click.Path(exists=True, path_type=Path), default=None,
               help="Java-style properties file with Kafka broker setting names.")
 @click.option("-o", "--override", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -53,7 +57,7 @@ def main() -> None:
                    f"[default {DEFAULT_HTTP_LISTEN}; port 0 = any free port; off = none].")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, overrides, num_partitions,
+def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, join, config_file, overrides, num_partitions,
           auto_create_topics, http_listen, log_level) -> None:
     """Run one broker in the foreground until SIGTERM/SIGINT (clean shutdown)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -74,16 +78,25 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, config_file, 
         cfg.node_id = node_id
     if peers is not None:
         cfg.controller_quorum_voters = peers
+    if join is not None:
+        cfg.controller_quorum_bootstrap_servers = join
     try:
         voters = cfg.quorum_voters()
     except ValueError as exc:
         raise CliError(f"--peers: {exc}") from None
+    try:
+        joining = cfg.quorum_bootstrap_servers()
+    except ValueError as exc:
+        raise CliError(f"--join: {exc}") from None
     if rpc_listen is not None:
         cfg.rpc_listen_host, cfg.rpc_listen_port = _address(rpc_listen)
     elif cfg.node_id in voters:
         cfg.rpc_listen_host, cfg.rpc_listen_port = voters[cfg.node_id]
-    if voters and cfg.node_id not in voters:
-        raise CliError(f"--node-id {cfg.node_id} is not one of the --peers {sorted(voters)}")
+    if voters and cfg.node_id not in voters and not joining:
+        raise CliError(f"--node-id {cfg.node_id} is not one of the --peers {sorted(voters)} (a new broker joins "
+                       "a running cluster with --join)")
+    if joining and not cfg.rpc_listen_port:
+        raise CliError("--join needs --rpc-listen HOST:PORT (the address the cluster's brokers reach this one at)")
     if num_partitions is not None:
         try:
             cfg.apply({"num.partitions": str(num_partitions)})  # checked against its bounds

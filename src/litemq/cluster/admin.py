@@ -47,6 +47,8 @@ class ClusterAdmin:
             return {"retry": True}
         if timeout_s <= 0:
             return {"error": ErrorCode.REQUEST_TIMED_OUT, "message": "the request's timeout passed before it ran"}
+        if action in ("add_voter", "remove_voter"):  # Raft configuration changes, not records
+            return await self._quorum_change_local(action, args, timeout_s)
         img = self.image
         reply = None
         try:
@@ -60,6 +62,11 @@ class ClusterAdmin:
                     rec["directory_id"] = str(args["directory_id"])
                 if args.get("rack") is not None:
                     rec["rack"] = str(args["rack"])
+                if args.get("rpc"):
+                    host, port = args["rpc"]
+                    rec["rpc"] = [str(host), int(port)]
+                if args.get("roles"):
+                    rec["roles"] = str(args["roles"])
             elif action == "unregister_broker":  # UnregisterBroker (KIP-631), Kafka's unregisterBroker
                 if int(args["node_id"]) not in img.brokers:
                     raise KafkaError(f"Broker ID {int(args['node_id'])} is not currently registered",

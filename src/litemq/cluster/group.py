@@ -198,15 +198,18 @@ class RaftGroup:
         voters: node ids of the replicas (Raft voters). For a partition group only when the
             state file records no configuration yet (a new replica, or one written before
             configurations were kept); otherwise the recorded one wins, and the log's
-            ``CONFIG`` batches above it apply. The metadata group always starts from
-            ``voters`` (its quorum comes from ``--peers``).
+            ``CONFIG`` batches above it apply. The same for the metadata group: ``--peers``
+            (or, for a broker joining with ``--join``, the voters its bootstrap broker named)
+            until a configuration changed at run time is recorded (AddRaftVoter/RemoveRaftVoter,
+            observers: ``conf_dynamic`` in the state file).
+        learners: the learners with ``voters`` (a joining broker names itself), under the same rule.
         apply_entries: hand committed entries to ``on_ready`` (the metadata group).
         on_ready: called with each handled :class:`Ready` before ``advance``.
     """
 
     def __init__(self, host, group_id: str, plog: PartitionLog, voters, *, apply_entries: bool = False,
                  on_ready: Callable[[Ready], None] | None = None, election_timeout_ticks: int = 10,
-                 snapshot: tuple[int, bytes] | None = None, recovering: bool = False) -> None:
+                 snapshot: tuple[int, bytes] | None = None, recovering: bool = False, learners=()) -> None:
         self.host = host
         self.group_id = group_id
         self.plog = plog
@@ -224,11 +227,13 @@ class RaftGroup:
         recovery (or a later term) is written."""
         self._recovery_end_term: int | None = None
         conf = state.get("conf")
-        if not apply_entries and isinstance(conf, dict) and conf.get("voters"):  # a partition group
+        self._conf_dynamic = bool(state.get("conf_dynamic"))
+        """The metadata group's configuration was changed at run time (observers, AddRaftVoter):
+        the recorded one wins over ``--peers`` at the next start. Until then ``--peers`` wins,
+        so a data dir of another (static) cluster is still found by its peers' cluster id."""
+        if isinstance(conf, dict) and conf.get("voters") and (not apply_entries or self._conf_dynamic):
             voters = conf["voters"]
             learners = conf.get("learners") or ()
-        else:
-            learners = ()
         self.view = PartitionLogView(plog, voters, state.get("snapshot_term"), learners)
         if snapshot is not None:  # metadata group: (term, image) at log start - 1
             self.view.snapshot_term, self.view.snapshot_data = snapshot
@@ -298,7 +303,8 @@ class RaftGroup:
                 log.info("%s: caught up after a replaced disk: votes again from term %d", self.group_id, hs.term)
             body = json.dumps({"term": hs.term, "voted_for": hs.voted_for, "commit_index": hs.commit_index,
                                "snapshot_term": view.snapshot_term, "recovering": self._recovering_state,
-                               "conf": {"voters": sorted(view.voters), "learners": sorted(view.learners)}}).encode()
+                               "conf": {"voters": sorted(view.voters), "learners": sorted(view.learners)},
+                               "conf_dynamic": self._conf_dynamic}).encode()
             path = self._state_path
             tmp = path.with_suffix(".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -513,6 +519,7 @@ class RaftGroup:
         if conf.voters == view.voters and conf.learners == view.learners:
             return
         view.voters, view.learners = conf.voters, conf.learners
+        self._conf_dynamic = True
         hs = self._saved_hs
         self.write_state(HardState(hs.term, hs.voted_for, max(commit_index, hs.commit_index)), sync=True)
 

@@ -15,7 +15,10 @@ register_broker         ``node_id``, ``host``, ``port`` (default listener), ``en
                         (listener name -> [host, port] of every advertised listener),
                         ``directory_id`` (optional: the ``directory.id`` of the broker's data
                         dir, from its ``meta.properties``; a new one means a new disk),
-                        ``rack`` (optional: its ``broker.rack``, KIP-392 follower fetching)
+                        ``rack`` (optional: its ``broker.rack``, KIP-392 follower fetching),
+                        ``rpc`` (optional: [host, port] of its RPC listener, how the other
+                        brokers reach a broker that joined with ``--join``), ``roles``
+                        (optional: its ``process.roles``, e.g. ``"broker,controller"``)
 unregister_broker       ``node_id`` (UnregisterBroker, KIP-631: the registration is removed;
                         a broker that heartbeats again registers again)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
@@ -56,6 +59,15 @@ __all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "Reassignment", "assign
            "manual_partition_assignments", "manual_topic_assignments"]
 
 
+def _rpc_address(value) -> tuple[str, int] | None:
+    """A record's ``rpc`` field ([host, port]) as a tuple; None when absent or malformed."""
+    try:
+        host, port = value
+        return str(host), int(port)
+    except (TypeError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     """A registered broker: ``host``/``port`` of its default (first advertised) listener and
@@ -71,6 +83,10 @@ class BrokerInfo:
     older than ``meta.properties``)."""
     rack: str | None = None
     """The broker's ``broker.rack`` (None: no rack, or a broker older than racks)."""
+    rpc: tuple[str, int] | None = None
+    """(host, port) of its RPC listener (None from brokers older than observers)."""
+    roles: str = "broker,controller"
+    """Its ``process.roles`` (``broker``: an observer that may not become a metadata voter)."""
 
     def endpoint(self, listener_name: str | None = None) -> tuple[str, int] | None:
         """(host, port) on ``listener_name`` (the default listener when None); None when the
@@ -320,7 +336,8 @@ class MetadataImage:
         directory_id, rack = rec.get("directory_id"), rec.get("rack")
         b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]),
                        endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None,
-                       str(rack) if rack is not None else None)
+                       str(rack) if rack is not None else None, _rpc_address(rec.get("rpc")),
+                       str(rec.get("roles") or "broker,controller"))
         self.brokers[b.node_id] = b
         return ApplyResult()
 
@@ -425,7 +442,8 @@ class MetadataImage:
         return {
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
-            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id, b.rack]
+            "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id, b.rack,
+                         list(b.rpc) if b.rpc else None, b.roles]
                         for b in self.brokers.values()],
             "broker_configs": self.broker_configs,
             "topics": [t.to_json() for t in self.topics.values()],
@@ -442,7 +460,9 @@ class MetadataImage:
         img.brokers = {int(b[0]): BrokerInfo(int(b[0]), str(b[1]), int(b[2]),
                                              endpoints_from_json(b[3] if len(b) > 3 else None),
                                              str(b[4]) if len(b) > 4 and b[4] else None,
-                                             str(b[5]) if len(b) > 5 and b[5] is not None else None)
+                                             str(b[5]) if len(b) > 5 and b[5] is not None else None,
+                                             _rpc_address(b[6] if len(b) > 6 else None),
+                                             str(b[7]) if len(b) > 7 and b[7] else "broker,controller")
                        for b in d.get("brokers", [])}
         img.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                               for k, c in dict(d.get("broker_configs") or {}).items()}

@@ -42,9 +42,12 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from litemq import limits
 from litemq.cluster.admin import ADMIN_TIMEOUT_MS, PRODUCER_ID_BLOCK_SIZE, ClusterAdmin
 from litemq.cluster.disk_identity import clear_replaced_disk, detect_replaced_disk
 from litemq.cluster.group import RaftGroup
+from litemq.cluster.join import join_cluster
+from litemq.cluster.metadata_quorum import MetadataQuorum
 from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, encode_record, endpoints_from_json,
                                   endpoints_to_json)
 from litemq.cluster.partition_groups import (LEADER_BALANCE_MAX_LAG_OFFSETS, META_GROUP, PartitionGroupRegistry,
@@ -73,11 +76,12 @@ __all__ = ["ClusterManager", "META_GROUP", "ADMIN_TIMEOUT_MS", "PRODUCER_ID_BLOC
            "LEADER_BALANCE_MAX_LAG_OFFSETS", "group_id_of"]
 
 
-class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignments):
+class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignments, MetadataQuorum):
     """Raft groups and cluster metadata of one broker (the metadata controller: metadata group,
     scheduling, liveness, RPC, views), with its admin operations (:class:`ClusterAdmin`),
-    partition group registry (:class:`PartitionGroupRegistry`) and partition reassignments
-    (:class:`PartitionReassignments`). Event-loop thread only."""
+    partition group registry (:class:`PartitionGroupRegistry`), partition reassignments
+    (:class:`PartitionReassignments`) and the metadata quorum's membership: observers and
+    AddRaftVoter/RemoveRaftVoter (:class:`MetadataQuorum`). Event-loop thread only."""
 
     def __init__(self, host: "ClusterHost") -> None:
         cfg = host.config
@@ -85,7 +89,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self.config = cfg
         self.node_id = cfg.node_id
         self.voters = cfg.quorum_voters()
-        if self.node_id not in self.voters:
+        """The static metadata voters of ``--peers`` (node id -> RPC address; empty for a broker
+        that joined with ``--join``). The voters in effect are ``self.meta.node.voters``."""
+        self.bootstrap_servers = cfg.quorum_bootstrap_servers()
+        if self.node_id not in self.voters and not self.bootstrap_servers:
             raise ValueError(f"node id {self.node_id} is not among the peers {sorted(self.voters)}")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = host.executor
@@ -94,7 +101,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self.meta: RaftGroup | None = None
         self.transport: Transport | None = None
         self.applied_offset = -1
-        self.live_brokers: set[int] = set(self.voters)
+        self.live_brokers: set[int] = set(self.voters) | {self.node_id}
         self.leaders: dict[str, tuple[int, int]] = {}
         self._election_ticks = max(2, cfg.raft_election_timeout_ms // max(cfg.raft_tick_ms, 1))
         self._dirty: set[RaftGroup] = set()
@@ -137,6 +144,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         """More broker-to-broker RPC ops by name, answered for brokers only (the broker's transaction
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
         self.rpc_ops["elect_preferred"] = self._rpc_elect_preferred
+        self._quorum_changing = False
+        """Metadata leader: an AddRaftVoter/RemoveRaftVoter is running (one at a time, KIP-853)."""
         self._reconf_watch: set[str] = set()
         """Partition groups whose leader may have to change their configuration (reassignment)."""
         self._completing: set[tuple] = set()
@@ -169,12 +178,29 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         from litemq.security.tls import rpc_client_context
 
         identity = self.host.identity
+        host, port = self.config.rpc_listen_host, self.config.rpc_listen_port
+        meta_voters, meta_learners, peers = set(self.voters), set(), dict(self.voters)
+        if self.bootstrap_servers:  # KRaft's controller.quorum.bootstrap.servers: join as an observer
+            self.transport = Transport(self, host, port, self.voters)
+            await self.transport.start()
+            joined = await join_cluster(self.bootstrap_servers, self._registration(), rpc_client_context(self.config),
+                                        self.loop, limits.CLUSTER_JOIN_TIMEOUT_MS / 1000)
+            if joined.cluster_id and identity.cluster_id and joined.cluster_id != identity.cluster_id:
+                raise ValueError(f"Invalid cluster.id in: {identity.path}. Expected {joined.cluster_id} (the cluster "
+                                 f"of {joined.via}), but read {identity.cluster_id}")
+            peers.update(joined.peers)
+            for n, addr in joined.peers.items():
+                self.transport.add_peer(n, addr)
+            if not meta_voters:
+                meta_voters = set(joined.voters)
+            if self.node_id not in meta_voters:
+                meta_learners = {self.node_id}  # an observer until AddRaftVoter (a recorded conf wins)
         self.replaced_disk = await self.loop.run_in_executor(
             self.executor, detect_replaced_disk, Path(self.config.data_dir), self.node_id, identity.directory_id,
-            identity.created, self.voters, rpc_client_context(self.config))
-        self.meta = RaftGroup(self, META_GROUP, plog, self.voters.keys(), apply_entries=True,
+            identity.created, peers, rpc_client_context(self.config))
+        self.meta = RaftGroup(self, META_GROUP, plog, meta_voters, apply_entries=True,
                               on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks,
-                              snapshot=snapshot, recovering=self.replaced_disk)
+                              snapshot=snapshot, recovering=self.replaced_disk, learners=meta_learners)
         self.groups[META_GROUP] = self.meta
         self.applied_offset = self.meta.node.applied
         for _ in range(100_000):  # replay what is known committed (no network needed)
@@ -185,18 +211,19 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self.host.identity.bind_cluster_id(self.image.cluster_id)
         self.host.on_broker_configs_changed()  # the replayed dynamic broker configs
         self._reconcile_replicas()
-        host, port = self.config.rpc_listen_host, self.config.rpc_listen_port
-        self.transport = Transport(self, host, port, self.voters)
-        await self.transport.start()
+        if self.transport is None:
+            self.transport = Transport(self, host, port, self.voters)
+            await self.transport.start()
+        self._sync_peers()
         self.throttle = ReplicationThrottle(self.node_id, self.loop, self.transport.send, self._step, self._in_sync)
-        if self.meta.node.term == 0 and self.node_id == min(self.voters):
+        if self.meta.node.term == 0 and self.voters and self.node_id == min(self.voters):
             self.meta.node.campaign()  # a fresh cluster: the lowest id asks first
         self.mark_dirty(self.meta)
         self._tasks = [self.loop.create_task(self._tick_loop()),
                        self.loop.create_task(self._heartbeat_loop()),
                        self.loop.create_task(self._maintenance_loop())]
-        log.info("broker %d joined cluster (metadata voters %s, rpc %s:%d)", self.node_id,
-                 sorted(self.voters), host, self.transport.listen_port)
+        log.info("broker %d joined cluster (metadata voters %s, learners %s, rpc %s:%d)", self.node_id,
+                 sorted(self.meta.node.voters), sorted(self.meta.node.learners), host, self.transport.listen_port)
 
     async def stop(self) -> None:
         """Hand over leaderships (briefly), then stop ticking and close the groups."""
@@ -374,6 +401,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             await asyncio.sleep(1.0)
             for g in list(self.groups.values()):
                 g.checkpoint_commit()
+            self._reconcile_observers()
             if (self.replaced_disk and not self.meta.node.recovering
                     and self.applied_offset >= self.meta.node.commit_index):
                 self.replaced_disk = False  # every replica of the old disk is open, recovering or not
@@ -414,6 +442,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             self.applied_offset = e.last_offset
         if self.image.cluster_id and self.image.cluster_id != self.host.identity.cluster_id and not self._failed:
             self._bind_cluster_id()
+        if self.transport is not None:
+            self._sync_peers()
         if rd.soft_state is not None:
             self._on_meta_role(rd.soft_state.role)
             waiters, self._leader_waiters = self._leader_waiters, []
@@ -488,8 +518,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             log.error("broker %s belongs to cluster %s, this broker (%d) to cluster %s: refusing its connection "
                       "(a data dir of another cluster?)", peer_id, cluster_id, self.node_id, self.local_cluster_id())
         self._foreign_peers[peer_id] = cluster_id
-        others = sorted(n for n, c in self._foreign_peers.items() if c == cluster_id and n in self.voters)
-        if len(others) >= len(self.voters) // 2 + 1 and not self._failed:
+        voters = self.meta.node.voters if self.meta is not None else set(self.voters)
+        others = sorted(n for n, c in self._foreign_peers.items() if c == cluster_id and n in voters)
+        if voters and len(others) >= len(voters) // 2 + 1 and not self._failed:
             self._failed = True
             self.host.fail(f"Invalid cluster.id in: {self.host.identity.path}. Expected {cluster_id} (the cluster "
                            f"of metadata voters {','.join(map(str, others))}), but read {self.local_cluster_id()}")
@@ -645,15 +676,19 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         directory_id = req.get("directory_id")  # absent from brokers older than meta.properties
         rack = req.get("rack")  # broker.rack (KIP-392); None: no rack or an older broker
         rack = None if rack is None else str(rack)
+        rpc = tuple(req["rpc"]) if req.get("rpc") else None  # absent from brokers older than observers
+        roles = str(req.get("roles") or "broker,controller")
         if (known is None or known.host != host or known.port != port or known.endpoints != endpoints
-                or known.directory_id != directory_id or known.rack != rack) and node not in self._registering:
+                or known.directory_id != directory_id or known.rack != rack
+                or (rpc is not None and known.rpc != rpc) or known.roles != roles) and node not in self._registering:
             self._registering.add(node)
 
             async def register():
                 try:
                     await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port,
                                                                 "endpoints": endpoints_to_json(endpoints),
-                                                                "directory_id": directory_id, "rack": rack})
+                                                                "directory_id": directory_id, "rack": rack,
+                                                                "rpc": rpc, "roles": roles})
                 finally:
                     self._registering.discard(node)
             self._spawn(register())
@@ -667,13 +702,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         while True:
             self._heartbeat_now.clear()
             beat_waiters, self._beat_waiters = self._beat_waiters, []
-            host, port = self.host.advertised()
-            endpoints = endpoints_to_json(self.host.advertised_endpoints())
             leaders = {gid: g.node.term for gid, g in self.groups.items()
                        if gid != META_GROUP and g.node.is_leader}
-            req = {"op": "heartbeat", "node_id": self.node_id, "host": host, "port": port, "endpoints": endpoints,
-                   "leaders": leaders, "applied": self.applied_offset,
-                   "directory_id": self.host.identity.directory_id, "rack": self.config.broker_rack,
+            req = {"op": "heartbeat", **self._registration(), "leaders": leaders, "applied": self.applied_offset,
                    "reassignments": self._reassignment_reports()}
             leader = self.meta.node.leader_id
             resp = None
@@ -739,6 +770,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             return await self._admin_local(str(req.get("action")), dict(req.get("args") or {}), timeout_ms / 1000)
         if op == "status":
             return self.status()
+        if op == "join":  # a new broker (cluster/join.py): from a tool connection, it is no peer yet
+            return await self._rpc_join(req)
         extra = self.rpc_ops.get(op) if isinstance(op, str) else None
         if extra is not None:
             if peer_id is None or peer_id < 0:
@@ -834,10 +867,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             "directory_id": self.host.identity.directory_id,
             "metadata": {"leader_id": node.leader_id, "term": node.term, "commit_index": node.commit_index,
                          "applied_offset": self.applied_offset, "voters": sorted(node.voters),
-                         "recovering": node.recovering},
+                         "learners": sorted(node.learners), "recovering": node.recovering},
             "replaced_disk": self.replaced_disk,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "directory_id": b.directory_id,
-                         "rack": b.rack,
+                         "rack": b.rack, "rpc": list(b.rpc) if b.rpc else None, "roles": b.roles,
                          "live": b.node_id in self.live_brokers or b.node_id == self.node_id}
                         for b in sorted(self.image.brokers.values(), key=lambda b: b.node_id)],
             "partitions": parts,

@@ -249,6 +249,23 @@ class Transport:
             if self.node_id < peer_id:
                 self._tasks.append(self.loop.create_task(self._dial_loop(peer_id)))
 
+    def add_peer(self, peer_id: int, addr: tuple[str, int]) -> None:
+        """Learn (or update) the RPC address of broker ``peer_id`` (a broker that joined the
+        cluster, from its registration): this broker dials it when its id is the lower one,
+        else waits for it to dial. Idempotent; no-op for this broker's own id."""
+        if peer_id == self.node_id or self._stopping:
+            return
+        addr = (str(addr[0]), int(addr[1]))
+        known = self.peers.get(peer_id)
+        self.peers[peer_id] = addr
+        if known is None and self.node_id < peer_id and self._server is not None:
+            self._tasks.append(self.loop.create_task(self._dial_loop(peer_id)))
+        elif known is not None and known != addr:
+            link = self.links.get(peer_id)  # it moved: the dial loop redials the new address
+            if link is not None and link.transport is not None and self.node_id < peer_id:
+                link.transport.close()
+            log.info("broker %d's RPC address is now %s:%d", peer_id, *addr)
+
     async def stop(self) -> None:
         self._stopping = True
         for t in self._tasks:
@@ -263,10 +280,10 @@ class Transport:
                 fut.set_exception(ConnectionError("broker stopping"))
 
     async def _dial_loop(self, peer_id: int) -> None:
-        host, port = self.peers[peer_id]
-        tls = {} if self.client_ssl is None else {"ssl": self.client_ssl, "server_hostname": host}
         timeout_s = (CONNECT_TIMEOUT_MS if self.client_ssl is None else TLS_CONNECT_TIMEOUT_MS) / 1000
         while not self._stopping:
+            host, port = self.peers[peer_id]  # read each time: add_peer may change it
+            tls = {} if self.client_ssl is None else {"ssl": self.client_ssl, "server_hostname": host}
             try:
                 _, link = await asyncio.wait_for(
                     self.loop.create_connection(lambda: PeerLink(self, peer_id), host, port, **tls), timeout_s)
