@@ -231,7 +231,7 @@ class RaftGroup:
         """The metadata group's configuration was changed at run time (observers, AddRaftVoter):
         the recorded one wins over ``--peers`` at the next start. Until then ``--peers`` wins,
         so a data dir of another (static) cluster is still found by its peers' cluster id."""
-        if isinstance(conf, dict) and conf.get("voters") and (not apply_entries or self._conf_dynamic):
+        if isinstance(conf, dict) and conf.get("voters") and (not apply_entries or self._conf_dynamic or not voters):
             voters = conf["voters"]
             learners = conf.get("learners") or ()
         self.view = PartitionLogView(plog, voters, state.get("snapshot_term"), learners)

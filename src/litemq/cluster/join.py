@@ -24,9 +24,13 @@ from litemq.cluster.codec import rpc_call
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JOIN_RETRY_BACKOFF_S", "Joined", "join_cluster", "parse_join_answer"]
+__all__ = ["JOIN_RETRY_BACKOFF_S", "JoinRefused", "Joined", "join_cluster", "parse_join_answer"]
 
 JOIN_RETRY_BACKOFF_S = 0.5
+
+
+class JoinRefused(ValueError):
+    """A bootstrap broker refused this broker for good (another cluster id, a bad request)."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +56,12 @@ def parse_join_answer(answer: dict, via: str) -> Joined:
 
 async def join_cluster(servers: list[tuple[str, int]], registration: dict, ssl_context,
                        loop: asyncio.AbstractEventLoop, timeout_s: float) -> Joined:
-    """Ask ``servers`` (host, RPC port) in turn to register this broker until one does.
+    """Ask ``servers`` (host, RPC port) in turn to register this broker until one does (one
+    round only when ``timeout_s`` <= 0).
 
     Raises:
-        ValueError: a broker refused the registration (e.g. another cluster id), or none
-            answered within ``timeout_s`` seconds (the last error in the message).
+        JoinRefused: a broker refused the registration for good (e.g. another cluster id).
+        ValueError: none answered within ``timeout_s`` seconds (the last error in the message).
     """
     deadline = loop.time() + timeout_s
     last = "no bootstrap server"
@@ -73,7 +78,7 @@ async def join_cluster(servers: list[tuple[str, int]], registration: dict, ssl_c
             if answer.get("error"):
                 last = f"{via}: {answer.get('message') or answer['error']}"
                 if answer.get("fatal"):
-                    raise ValueError(f"joining the cluster failed: {last}")
+                    raise JoinRefused(f"joining the cluster failed: {last}")
                 continue
             try:
                 joined = parse_join_answer(answer, via)

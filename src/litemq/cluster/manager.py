@@ -46,7 +46,7 @@ from litemq import limits
 from litemq.cluster.admin import ADMIN_TIMEOUT_MS, PRODUCER_ID_BLOCK_SIZE, ClusterAdmin
 from litemq.cluster.disk_identity import clear_replaced_disk, detect_replaced_disk
 from litemq.cluster.group import RaftGroup
-from litemq.cluster.join import join_cluster
+from litemq.cluster.join import JoinRefused, join_cluster
 from litemq.cluster.metadata_quorum import MetadataQuorum
 from litemq.cluster.image import (ApplyResult, MetadataImage, decode_record, encode_record, endpoints_from_json,
                                   endpoints_to_json)
@@ -183,18 +183,31 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         if self.bootstrap_servers:  # KRaft's controller.quorum.bootstrap.servers: join as an observer
             self.transport = Transport(self, host, port, self.voters)
             await self.transport.start()
-            joined = await join_cluster(self.bootstrap_servers, self._registration(), rpc_client_context(self.config),
-                                        self.loop, limits.CLUSTER_JOIN_TIMEOUT_MS / 1000)
-            if joined.cluster_id and identity.cluster_id and joined.cluster_id != identity.cluster_id:
-                raise ValueError(f"Invalid cluster.id in: {identity.path}. Expected {joined.cluster_id} (the cluster "
-                                 f"of {joined.via}), but read {identity.cluster_id}")
-            peers.update(joined.peers)
-            for n, addr in joined.peers.items():
-                self.transport.add_peer(n, addr)
-            if not meta_voters:
-                meta_voters = set(joined.voters)
-            if self.node_id not in meta_voters:
-                meta_learners = {self.node_id}  # an observer until AddRaftVoter (a recorded conf wins)
+            # A first start waits for the cluster; a restart (metadata on disk) asks once and
+            # goes on with the configuration and addresses it recorded (its quorum may need it).
+            fresh = plog.log_end_offset == 0 and snapshot is None
+            try:
+                joined = await join_cluster(self.bootstrap_servers, self._registration(),
+                                            rpc_client_context(self.config), self.loop,
+                                            limits.CLUSTER_JOIN_TIMEOUT_MS / 1000 if fresh else 0)
+            except JoinRefused:
+                raise
+            except ValueError as exc:
+                if fresh:
+                    raise
+                log.warning("%s; starting from the recorded metadata quorum", exc)
+                joined = None
+            if joined is not None:
+                if joined.cluster_id and identity.cluster_id and joined.cluster_id != identity.cluster_id:
+                    raise ValueError(f"Invalid cluster.id in: {identity.path}. Expected {joined.cluster_id} (the "
+                                     f"cluster of {joined.via}), but read {identity.cluster_id}")
+                peers.update(joined.peers)
+                for n, addr in joined.peers.items():
+                    self.transport.add_peer(n, addr)
+                if not meta_voters:
+                    meta_voters = set(joined.voters)
+                if self.node_id not in meta_voters:
+                    meta_learners = {self.node_id}  # an observer until AddRaftVoter (a recorded conf wins)
         self.replaced_disk = await self.loop.run_in_executor(
             self.executor, detect_replaced_disk, Path(self.config.data_dir), self.node_id, identity.directory_id,
             identity.created, peers, rpc_client_context(self.config))
