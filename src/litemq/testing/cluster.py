@@ -3,10 +3,12 @@
 ``LocalCluster`` runs ``n`` :class:`~litemq.testing.process.BrokerProcess` children with node
 ids ``1..n`` on loopback, every one a metadata voter (``--peers``), and offers the faults the
 fault tests need (SIGKILL, SIGSTOP/SIGCONT, restart) plus questions answered by the brokers'
-``status`` RPC: is there a metadata leader, which node leads a partition.
+``status`` RPC: is there a metadata leader, which node leads a partition. More brokers join the
+running cluster as KRaft observers (``--join``, Kafka's ``controller.quorum.bootstrap.servers``)
+with :meth:`LocalCluster.add_broker`.
 
-The module-level helpers (:func:`cluster_args`, :func:`ask_status`, :func:`wait_cluster_ready`,
-:func:`claimed_leaders`) are shared with ``litemq cluster start|status``.
+The module-level helpers (:func:`cluster_args`, :func:`join_args`, :func:`ask_status`,
+:func:`wait_cluster_ready`, :func:`claimed_leaders`) are shared with ``litemq cluster start|status``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ def cluster_args(node_id: int, rpc_ports: dict[int, int], host: str = HOST) -> l
     """The cluster options of ``litemq serve`` for node ``node_id`` (every node a voter)."""
     return ["--node-id", str(node_id), "--rpc-listen", f"{host}:{rpc_ports[node_id]}",
             "--peers", peers_arg(rpc_ports, host)]
+
+
+def join_args(node_id: int, rpc_port: int, join_rpc_ports: Iterable[int], host: str = HOST) -> list[str]:
+    """The cluster options of ``litemq serve`` for broker ``node_id`` joining a running cluster as
+    an observer: ``--join host:port,...`` (Kafka's ``controller.quorum.bootstrap.servers``) names
+    the RPC ports ``join_rpc_ports`` of running brokers, in the order given; no ``--peers``."""
+    return ["--node-id", str(node_id), "--rpc-listen", f"{host}:{rpc_port}",
+            "--join", ",".join(f"{host}:{p}" for p in join_rpc_ports)]
 
 
 def port_is_free(port: int, host: str = HOST) -> bool:
@@ -189,7 +199,8 @@ class LocalCluster:
             (``{1: {"broker.rack": "a"}, 2: {"broker.rack": "b"}}``).
 
     Ports and data dirs are kept across restarts. Use as a context manager or call
-    :meth:`start` and :meth:`stop`.
+    :meth:`start` and :meth:`stop`. :meth:`add_broker` adds brokers to the running cluster
+    (``n`` counts them too).
     """
 
     def __init__(self, base_dir: str | Path, n: int = 3, overrides: dict[str, str] | None = None,
@@ -204,6 +215,11 @@ class LocalCluster:
             raise ValueError("LocalCluster listeners take port 0 (each node gets free ports)")
         self.base_dir = Path(base_dir)
         self.n = n
+        self._overrides = dict(overrides or {})
+        self._listener_names = [name.upper() for name in listeners] if listeners else None
+        self._http = http
+        self._joined: set[int] = set()
+        """Ids of the brokers started by :meth:`add_broker` (they run with ``--join``)."""
         ids = range(1, n + 1)
         if base_port:
             client_ports = {i: base_port + i - 1 for i in ids}
@@ -324,9 +340,81 @@ class LocalCluster:
         self.node(node_id).resume()
         self._paused.discard(node_id)
 
+    def add_broker(self, node_id: int | None = None, overrides: dict[str, str] | None = None,
+                   timeout_s: float = 30.0) -> BrokerProcess:
+        """Start one more broker that joins the running cluster without a restart of the others,
+        as a KRaft observer: ``--join`` names the RPC ports of the cluster's other brokers
+        (:func:`join_args`), there are no ``--peers``. It registers, follows the metadata group
+        as a learner and can then host replicas (``litemq partition reassign``); it votes in the
+        metadata group only once ``litemq cluster add-controller`` made it a voter (KIP-853).
+
+        It gets its own free client, RPC (and, with ``http=True``, HTTP) ports, the data dir
+        ``base_dir/node-<id>`` and the cluster's ``overrides`` (with ``listeners``, the same
+        listener names), and counts in :attr:`n`; :meth:`kill`, :meth:`pause`,
+        :meth:`restart` (again with ``--join``), :meth:`status`, :meth:`wait_live` and
+        :meth:`bootstrap` work for it as for the first ``n``.
+
+        Args:
+            node_id: its id (None: one above the highest id of the cluster).
+            overrides: settings for this broker only, over the cluster's ``overrides``.
+            timeout_s: seconds to wait until the metadata leader reports it live.
+        Returns:
+            its process.
+        Raises:
+            ValueError: ``node_id`` is already one of the cluster's brokers.
+            RuntimeError: it did not open its ports within 30 s (its log tail is in the message).
+            TimeoutError: the metadata leader did not report it live (registered and heartbeating)
+                within ``timeout_s`` seconds; its process keeps running (:meth:`stop` ends it).
+        """
+        node_id = max(self.brokers, default=0) + 1 if node_id is None else node_id
+        if node_id in self.brokers:
+            raise ValueError(f"broker {node_id} is already one of the cluster's brokers {self.node_ids}")
+        taken = set(self.rpc_ports.values())
+        for b in self.brokers.values():
+            taken |= set(b.ports.values()) | ({b.http_port} if b.http_port else set())
+        client_port = distinct_free_port(taken)
+        self.rpc_ports[node_id] = distinct_free_port(taken)
+        listeners = None
+        if self._listener_names:
+            listeners = {name: client_port if k == 0 else distinct_free_port(taken)
+                         for k, name in enumerate(self._listener_names)}
+        proc = BrokerProcess(self.base_dir / f"node-{node_id}", port=client_port,
+                             overrides={**self._overrides, **(overrides or {})},
+                             log_path=self.base_dir / f"node-{node_id}" / "broker.log",
+                             extra_args=self._join_args(node_id), listeners=listeners,
+                             http_port=distinct_free_port(taken) if self._http else None)
+        try:
+            proc.start()
+        except RuntimeError:
+            del self.rpc_ports[node_id]
+            raise
+        self.brokers[node_id] = proc
+        self._joined.add(node_id)
+        self.n = len(self.brokers)
+        wait_for(lambda: self._leader_reports_live(node_id), timeout_s,
+                 lambda: f"joined broker {node_id} not reported live by the metadata leader; "
+                         f"statuses: {_summary(self.statuses())}")
+        return proc
+
+    def _join_args(self, node_id: int) -> list[str]:
+        """``litemq serve``'s cluster options for joined broker ``node_id``: ``--join`` with the
+        RPC ports of every other broker of the harness (some may be down, as in any bootstrap list)."""
+        return join_args(node_id, self.rpc_ports[node_id], [self.rpc_ports[i] for i in self.node_ids if i != node_id])
+
+    def _leader_reports_live(self, node_id: int) -> bool:
+        """True when the metadata leader's own ``status`` lists ``node_id`` as a live broker."""
+        views = self.statuses()
+        for st in views.values():
+            leader = (st.get("metadata") or {}).get("leader_id")
+            view = views.get(leader) if leader is not None else None
+            if view is not None and (view.get("metadata") or {}).get("leader_id") == leader:
+                return any(b.get("node_id") == node_id and b.get("live") for b in view.get("brokers") or [])
+        return False
+
     def restart(self, node_id: int, timeout_s: float = 30.0) -> BrokerProcess:
         """Start broker ``node_id`` again on its data dir and ports (SIGTERM first if it still
-        runs) and wait until the metadata leader reports it live.
+        runs) and wait until the metadata leader reports it live. A broker added with
+        :meth:`add_broker` starts with ``--join`` again, naming the other brokers' RPC ports.
 
         Raises:
             RuntimeError: it did not open its client port within 30 s.
@@ -334,6 +422,8 @@ class LocalCluster:
         """
         if node_id in self._paused:
             self.resume(node_id)
+        if node_id in self._joined:
+            self.node(node_id).extra_args = self._join_args(node_id)
         proc = self.node(node_id).restart()
         self.wait_live(node_id, timeout_s)
         return proc
