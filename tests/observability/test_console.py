@@ -64,7 +64,10 @@ def test_console_in_headless_chromium(tmp_path):
         assert int(dom.body_attrs.get("data-throughput-samples", "0")) >= 2  # polled, charts drawn
 
         brokers = dom.tables["brokers"][1:]
-        assert brokers == [["1", f"127.0.0.1:{broker.port}", "live", "controller"]]
+        assert brokers == [["1", f"127.0.0.1:{broker.port}", "–", "live", "voter", "controller"]]  # no rack
+        assert dom.body_attrs.get("data-reassignments-loaded") == "1"
+        assert dom.tables["reassignments"][1:] == [["No partition reassignment in progress."]]
+        assert dom.tables["throttles"][1:] == [["No replication throttle set."]]
         topics = {row[0]: row for row in dom.tables["topics"][1:]}
         assert topics[TOPIC][1:4] == ["2", "1", "30"]  # partitions, replication factor, messages
         assert "__consumer_offsets" not in topics  # internal topics hidden unless asked for

@@ -84,6 +84,26 @@ def test_cluster_topic_and_partition_resources(broker):
     assert get_json(f"{url}/topics/{TOPIC}/partitions/2")["partition_id"] == 2
 
 
+def test_reassignment_resources_of_a_single_broker(broker):
+    """The ``partition_reassignments`` links resolve: Confluent's empty ``KafkaReassignmentList``
+    for the cluster and a topic (a single broker never moves a partition), 404 for one partition
+    (no reassignment in progress), an unknown topic or partition, or another cluster id."""
+    cid, url = _cluster(broker)
+    for link in (get_json(url)["partition_reassignments"]["related"],
+                 get_json(f"{url}/topics/{TOPIC}")["partition_reassignments"]["related"]):
+        listing = get_json(link)
+        assert listing["kind"] == "KafkaReassignmentList" and listing["data"] == [], listing
+        assert listing["metadata"]["self"] == link
+    one = get_json(f"{url}/topics/{TOPIC}/partitions/1")["reassignment"]["related"]
+    status, _, body = http("GET", one)
+    assert status == 404 and json.loads(body)["error_code"] == 404, body
+    for missing in (f"{url}/topics/nope/partitions/-/reassignment", f"{url}/topics/{TOPIC}/partitions/3/reassignment",
+                    f"{broker.http_url}/v3/clusters/other/topics/-/partitions/-/reassignment"):
+        assert http("GET", missing)[0] == 404, missing
+    overview = get_json(broker.http_url + "/console/api/reassignments")
+    assert overview == {"error_code": 0, "reassignments": [], "throttles": {"brokers": [], "topics": []}}
+
+
 def test_produce_types_headers_and_read_back(broker):
     cid, url = _cluster(broker)
     status, r1 = post_json(f"{url}/topics/{TOPIC}/records", {
@@ -215,6 +235,16 @@ def test_http_requests_follow_the_acls_of_user_anonymous(tmp_path):
         assert status == 200 and answer["offset"] == 0
         assert get_json(f"{url}/topics/readonly/partitions/0")["high_watermark"] == 0  # READ implies DESCRIBE
         assert get_json(f"{url}/topics/readonly/partitions/0/records")["data"] == []
+
+        # reassignments need DESCRIBE on the cluster (ListPartitionReassignments' ACL)
+        assert get_json(url + "/topics/-/partitions/-/reassignment")["data"] == []
+        deny = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                          AclOperation.DESCRIBE, AclPermissionType.DENY)
+        admin.create_acls([deny])[deny].result(15)
+        status, _, body = http("GET", url + "/topics/-/partitions/-/reassignment")
+        assert status == 403 and json.loads(body)["error_code"] == 40301, body
+        refused = get_json(broker.http_url + "/console/api/reassignments")
+        assert refused["error_code"] == 31 and refused["reassignments"] == []  # CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_http_basic_authentication_against_plain_and_scram_users(tmp_path):

@@ -32,6 +32,7 @@ from litemq import limits
 from litemq.broker.handlers.sasl import plain_user_sets
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
+from litemq.broker.http import reassignments
 from litemq.broker.http.inproc import register_rpc_ops
 from litemq.broker.http.rest import RUNTIME_KEY, RestApi, RestError
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
@@ -163,6 +164,7 @@ class HttpServer:
         """Bind and serve (nothing when off). A busy *default* address logs a warning and leaves
         the port off; any other bind failure raises OSError naming ``http.listen``."""
         register_rpc_ops(self.runtime)
+        reassignments.register_rpc_ops(self.runtime)
         if self.endpoint is None:
             return
         host, port = self.endpoint

@@ -6,6 +6,10 @@ SVG, nothing fetched from elsewhere) and the JSON endpoints it polls.
 - ``GET /console/api/groups/{group}``: one group's members and per-partition lag.
 - ``GET /console/api/throughput``: cumulative per-topic bytes in/out and messages in summed
   over every live broker, with the time; the page turns two samples into rates.
+- ``GET /console/api/reassignments``: partition reassignments in progress (ListPartitionReassignments:
+  replicas, target, adding and removing replicas), each with its leader and how far each adding
+  replica has caught up (the leader's Raft match offset against its log end), and the replication
+  throttles in effect (:mod:`litemq.broker.http.reassignments`).
 
 The message browser reads records through the REST API's records endpoint
 (:mod:`litemq.broker.http.rest`). Everything is subject to the caller's ACLs.
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from litemq.broker.http import views
+from litemq.broker.http import reassignments, views
 from litemq.broker.http.inproc import peer_counters
 from litemq.broker.http.rest import caller_of
 
@@ -42,7 +46,8 @@ class Console:
         return [web.get("/", self.root), web.get("/console", self.root), web.get("/console/", self.page),
                 web.get("/console/static/{name}", self.static),
                 web.get("/console/api/overview", self.overview), web.get("/console/api/groups/{group}", self.group),
-                web.get("/console/api/throughput", self.throughput)]
+                web.get("/console/api/throughput", self.throughput),
+                web.get("/console/api/reassignments", self.reassignments)]
 
     async def root(self, request: web.Request) -> web.Response:
         raise web.HTTPFound("/console/")
@@ -108,3 +113,18 @@ class Console:
                     totals[kind] += int(n)
         now = max((int(c.get("time_ms", 0)) for c in per_broker.values()), default=0)
         return web.json_response({"time_ms": now, "brokers": sorted(per_broker), "topics": topics, "totals": totals})
+
+    async def reassignments(self, request: web.Request) -> web.Response:
+        """``{"error_code", "reassignments": [{"topic", "partition", "leader", "replicas", "target",
+        "adding_replicas", "removing_replicas", "progress"}], "throttles"}``: ``error_code`` is
+        ListPartitionReassignments' (CLUSTER_AUTHORIZATION_FAILED: no moves shown); ``progress``
+        is :func:`~litemq.broker.http.reassignments.local_progress` of the leader, or None."""
+        runtime = self.runtime
+        caller = caller_of(request)
+        code, moves = await reassignments.list_reassignments(runtime, caller)
+        progress = await reassignments.reassignment_progress(runtime, moves)
+        for m in moves:
+            m["leader"] = views.leader_of(runtime, m["topic"], m["partition"])
+            m["progress"] = progress[(m["topic"], m["partition"])]
+        return web.json_response({"error_code": code, "reassignments": moves,
+                                  "throttles": reassignments.replication_throttles(runtime, caller)})

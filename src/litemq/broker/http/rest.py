@@ -7,6 +7,12 @@ Paths (``{cid}`` is the cluster id that ``GET /v3/clusters`` lists):
   ``GET .../topics/{topic}/partitions/{p}``
 - ``POST .../topics/{topic}/records``: produce (Confluent's request and delivery-report bodies)
 - ``GET .../consumer-groups``, ``GET .../consumer-groups/{g}``, ``GET .../consumer-groups/{g}/lags``
+- ``GET .../topics/-/partitions/-/reassignment`` (every reassignment in progress),
+  ``GET .../topics/{topic}/partitions/-/reassignment`` (a topic's),
+  ``GET .../topics/{topic}/partitions/{p}/reassignment`` (one; 404 when none is in progress):
+  Confluent's ``KafkaReassignment`` (``adding_replicas``, ``removing_replicas``) from
+  ListPartitionReassignments, plus ``replica_ids`` and ``target_replica_ids``
+  (:mod:`litemq.broker.http.reassignments`)
 - ``GET .../topics/{topic}/partitions/{p}/records?offset=N&max_count=M`` (or ``timestamp=MS``):
   read records. REST v3 has no consume API; this LiteMQ extension answers a ``KafkaRecordList``
   whose ``metadata.next`` continues where it stopped (see docs/operations.md).
@@ -40,7 +46,7 @@ from aiohttp import web
 
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
-from litemq.broker.http import views
+from litemq.broker.http import reassignments, views
 from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
 from litemq.protocol.partitioner import partition_for_key
@@ -151,6 +157,7 @@ class RestApi:
                 web.get(r + "/topics/{topic}/partitions", self.list_partitions),
                 web.get(r + "/topics/{topic}/partitions/{partition}", self.get_partition),
                 web.get(r + "/topics/{topic}/partitions/{partition}/records", self.read_records),
+                web.get(r + "/topics/{topic}/partitions/{partition}/reassignment", self.reassignments),
                 web.post(r + "/topics/{topic}/records", self.produce),
                 web.get(r + "/consumer-groups", self.list_groups), web.get(r + "/consumer-groups/{group}", self.get_group),
                 web.get(r + "/consumer-groups/{group}/lags", self.group_lags)]
@@ -281,6 +288,40 @@ class RestApi:
         p = views.partitions(self.runtime, info)[index]
         offsets = await views.partition_offsets(self.runtime, caller_of(request), [(info.name, index)], wait=True)
         return web.json_response(self._partition(request, info.name, p, offsets[(info.name, index)]))
+
+    def _reassignment(self, request: web.Request, m: dict) -> dict:
+        url = f"{self._cluster_url(request)}/topics/{m['topic']}/partitions/{m['partition']}"
+        return {"kind": "KafkaReassignment",
+                "metadata": {"self": f"{url}/reassignment",
+                             "resource_name": self._crn(f"topic={m['topic']}", f"partition={m['partition']}",
+                                                        "reassignment")},
+                "cluster_id": self.cluster_id, "topic_name": m["topic"], "partition_id": m["partition"],
+                "adding_replicas": m["adding_replicas"], "removing_replicas": m["removing_replicas"],
+                "replicas": {"related": f"{url}/replicas"},
+                # LiteMQ additions: the replicas during the move (Kafka's Replicas) and its target
+                "replica_ids": m["replicas"], "target_replica_ids": m["target"]}
+
+    async def reassignments(self, request: web.Request) -> web.Response:
+        """Confluent's ListAllReassignments (topic and partition ``-``), SearchReassignmentsByTopic
+        (partition ``-``) and GetReassignment; 403 when the caller may not DESCRIBE the cluster."""
+        self._cid(request)
+        topic, raw = request.match_info["topic"], request.match_info["partition"]
+        if topic == "-" and raw == "-":
+            wanted = None
+        else:
+            info = self._describable(request, topic)
+            wanted = [(info.name, None if raw == "-" else [self._partition_index(request, info)])]
+        code, moves = await reassignments.list_reassignments(self.runtime, caller_of(request), wanted)
+        if code:
+            raise kafka_error(code, "list partition reassignments")
+        data = [self._reassignment(request, m) for m in moves]
+        if raw != "-":
+            if not data:
+                raise RestError(404, f"No ongoing reassignment for partition {topic}-{raw}.")
+            return web.json_response(data[0])
+        return web.json_response(self._list("KafkaReassignmentList",
+                                            f"{self._cluster_url(request)}/topics/{topic}/partitions/-/reassignment",
+                                            data))
 
     async def list_groups(self, request: web.Request) -> web.Response:
         self._cid(request)

@@ -88,18 +88,22 @@ async def find_leader(runtime: "HttpRuntime", topic: str, index: int) -> int:
 
 def brokers(runtime: "HttpRuntime") -> list[dict]:
     """Every registered broker: ``broker_id``, ``host``, ``port`` (first advertised listener),
-    ``live``, ``controller`` (the metadata leader), ``rack`` (``broker.rack`` or None)."""
+    ``live``, ``controller`` (the metadata leader), ``rack`` (``broker.rack`` or None),
+    ``quorum_role`` (``voter``: a voter of the metadata quorum as this broker's metadata log
+    has it; ``observer``: any other broker, e.g. one that joined with ``--join``, KIP-853)."""
     controller = runtime.controller_id()
     if runtime.cluster is None:
         host, port = runtime.advertised()
         return [{"broker_id": runtime.config.node_id, "host": host, "port": port, "live": True, "controller": True,
-                 "rack": runtime.config.broker_rack}]
+                 "rack": runtime.config.broker_rack, "quorum_role": "voter"}]
     live = {n for n, _, _ in runtime.brokers()}
+    meta = getattr(runtime.cluster, "meta", None)
+    voters = meta.node.voters if meta is not None else frozenset()
     out = []
     for nid in runtime.registered_broker_ids():
         b = runtime.metadata.brokers[nid]
         out.append({"broker_id": nid, "host": b.host, "port": b.port, "live": nid in live, "controller": nid == controller,
-                    "rack": runtime.rack_of(nid)})
+                    "rack": runtime.rack_of(nid), "quorum_role": "voter" if nid in voters else "observer"})
     return out
 
 

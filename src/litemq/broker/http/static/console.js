@@ -70,9 +70,46 @@ async function refreshOverview() {
 
 function renderBrokers(ov) {
   fill(document.querySelector("#brokers tbody"), ov.brokers.map(b => el("tr", {},
-    el("td", { class: "num" }, b.broker_id), el("td", {}, `${b.host}:${b.port}`),
+    el("td", { class: "num" }, b.broker_id), el("td", {}, `${b.host}:${b.port}`), el("td", {}, b.rack || "–"),
     el("td", { class: b.live ? "live" : "dead" }, b.live ? "live" : "down"),
+    el("td", {}, b.quorum_role || ""),
     el("td", {}, b.controller ? "controller" : ""))));
+}
+
+// ---------------------------------------------------------------- reassignments
+function emptyRow(columns, text) {
+  return el("tr", {}, el("td", { class: "empty", colspan: String(columns) }, text));
+}
+
+function catchUpText(m) {
+  if (!m.adding_replicas.length) return "nothing to copy";
+  if (!m.progress) return "leader did not answer";
+  return m.progress.replicas.map(r => r.state === "pending" ? `${r.replica}: not added yet` :
+    `${r.replica}: ${r.caught_up_offset} / ${m.progress.log_end_offset} (${r.state}, lag ${r.lag})`).join("; ");
+}
+
+function fmtRate(n) {
+  return n == null ? "–" : fmtBytes(n) + "/s";
+}
+
+async function refreshReassignments() {
+  const r = await getJSON("/console/api/reassignments");
+  const moves = r.reassignments;
+  fill(document.querySelector("#reassignments tbody"), moves.length ? moves.map(m => el("tr", {},
+    el("td", {}, m.topic), el("td", { class: "num" }, m.partition),
+    el("td", { class: m.leader >= 0 ? "" : "dead" }, m.leader >= 0 ? m.leader : "none"),
+    el("td", {}, m.replicas.join(", ")), el("td", {}, m.target.join(", ")),
+    el("td", {}, m.adding_replicas.join(", ")), el("td", {}, m.removing_replicas.join(", ")),
+    el("td", {}, catchUpText(m)))) :
+    [emptyRow(8, r.error_code ? "not authorized to list reassignments (DESCRIBE on the cluster)"
+      : "No partition reassignment in progress.")]);
+  const t = r.throttles;
+  const rows = t.brokers.map(b => el("tr", {}, el("td", {}, `broker ${b.broker_id}`),
+    el("td", {}, fmtRate(b.leader_rate_bytes_per_s)), el("td", {}, fmtRate(b.follower_rate_bytes_per_s))))
+    .concat(t.topics.map(x => el("tr", {}, el("td", {}, `topic ${x.topic} (throttled replicas)`),
+      el("td", {}, x.leader_replicas || "–"), el("td", {}, x.follower_replicas || "–"))));
+  fill(document.querySelector("#throttles tbody"), rows.length ? rows : [emptyRow(3, "No replication throttle set.")]);
+  document.body.dataset.reassignmentsLoaded = "1";
 }
 
 function visibleTopics(ov) {
@@ -325,6 +362,7 @@ async function tick() {
   try {
     await refreshThroughput();
     await refreshOverview();
+    await refreshReassignments();
     setStatus("updated " + new Date().toLocaleTimeString(), false);
     if (!state.browserStarted && params.get("topic")) {
       state.browserStarted = true;
