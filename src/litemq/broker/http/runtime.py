@@ -28,7 +28,8 @@ class HttpRuntime(Protocol):
     listeners: list[ListenerSpec]
     """The configured listeners; the first names the endpoints HTTP answers show."""
     cluster: ClusterManager | None
-    """The replicated cluster (leaders, peer RPC: ``transport.rpc``, ``rpc_ops``); None on a single broker."""
+    """The replicated cluster (leaders, peer RPC: ``transport.rpc``, ``rpc_ops``, the metadata
+    quorum's voters: ``meta.node.voters``); None on a single broker."""
     replicas: ReplicaManager | None
     """The hosted partitions (``get(topic, index)``)."""
     coordinator: Any
