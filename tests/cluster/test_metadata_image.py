@@ -69,3 +69,17 @@ def test_decode_record_rejects_non_objects():
     for bad in (b"[]", b"1", b"{}", b"not json", b'{"type": 3}'):
         with pytest.raises(ValueError):
             decode_record(bad)
+
+
+def test_unregistered_incarnation_survives_a_snapshot_and_a_new_registration_clears_it():
+    img = MetadataImage()
+    img.apply({"type": "register_broker", "node_id": 4, "host": "h", "port": 1, "rpc": ["h", 2],
+               "roles": "broker", "incarnation": "p1"})
+    b = img.brokers[4]
+    assert (b.rpc, b.roles, b.incarnation) == (("h", 2), "broker", "p1")
+    img.apply({"type": "unregister_broker", "node_id": 4})
+    again = MetadataImage.from_json(img.to_json())
+    assert 4 not in again.brokers and again.unregistered == {4: "p1"}
+    again.apply({"type": "register_broker", "node_id": 4, "host": "h", "port": 1, "incarnation": "p2"})
+    assert again.unregistered == {} and again.brokers[4].incarnation == "p2"
+    assert again.brokers[4].rpc is None and again.brokers[4].roles == "broker,controller"

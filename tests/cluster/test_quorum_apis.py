@@ -9,7 +9,8 @@ leader (kafka-python's ``describe_metadata_quorum`` through one of them), and an
 NOT_LEADER_OR_FOLLOWER once no leader is left; ``litemq cluster describe-quorum`` prints the
 quorum as ``kafka-metadata-quorum.sh describe --status`` / ``--replication``. UnregisterBroker removes a
 stopped broker from every broker's DescribeCluster and ``status``; a second time it is
-BROKER_ID_NOT_REGISTERED, as is an id never registered; the broker started again registers again.
+BROKER_ID_NOT_REGISTERED, as is an id never registered; the broker started again registers again. A
+running broker unregistered stays out until it restarts (Kafka: its heartbeats fail).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -134,9 +136,14 @@ def test_unregister_broker(tmp_path):
         assert out.returncode == 1 and b"BROKER_ID_NOT_REGISTERED" in out.stderr, out
         cluster.restart(gone)  # its heartbeats register it again
         wait_for(lambda: gone in _described_brokers(cluster, via), 30, f"broker {gone} registered again")
-        # a live broker is not refused (Kafka's controller neither): its next heartbeat registers it again
+        # a live broker is not refused (Kafka's controller neither): it is removed, and as in Kafka
+        # (its heartbeats then fail with BROKER_ID_NOT_REGISTERED) the running process stays out
+        # until it restarts
         with _wire(cluster, gone) as w:
             assert w.request(64, 0, {"broker_id": via}).error_code == ErrorCode.NONE
+        time.sleep(2.0)  # several heartbeat intervals
+        assert via not in _described_brokers(cluster, gone)
+        cluster.restart(via)
         wait_for(lambda: via in _described_brokers(cluster, gone), 30, f"broker {via} registered again")
 
 

@@ -489,7 +489,7 @@ def cluster_describe_quorum(bootstrap, replication, status, timeout_s) -> None:
 @click.argument("broker_id", type=int)
 def cluster_unregister(bootstrap, broker_id) -> None:
     """Remove broker BROKER_ID's registration (UnregisterBroker, KIP-631), as
-    kafka-cluster.sh unregister --id; a broker still running registers again at its next heartbeat."""
+    kafka-cluster.sh unregister --id; a broker still running stays out until it restarts."""
     unregister_broker(bootstrap, broker_id)
     click.echo(f"Broker {broker_id} is no longer registered.")
 

@@ -8,7 +8,7 @@ decommission`` and Kafka's remove-broker flow (reassign, then ``kafka-cluster.sh
   ListPartitionReassignments lists none of its partitions and the metadata shows the targets,
   then unregisters N (UnregisterBroker, KIP-631). Refused before anything changes when a
   partition's replication factor exceeds the live brokers other than N. ``--no-wait`` only
-  starts the moves. A broker still running registers again at its next heartbeat: stop it.
+  starts the moves. A broker still running stays unregistered until it restarts: stop it.
 - ``rebalance``: plans even replica counts over the live brokers with minimal moves, then even
   preferred leaders (:func:`litemq.cluster.rebalance.rebalance_plan`), executes, waits, and runs a
   preferred leader election (ElectLeaders, KIP-460) over the planned partitions. ``--dry-run``
@@ -154,7 +154,7 @@ def broker_decommission(bootstrap, broker_id, wait, timeout_s) -> None:
             return
     unregister_broker(bootstrap, broker_id)
     console.print(f"Broker {broker_id} is decommissioned: it holds no replicas and is no longer registered "
-                  "(stop it: a running broker registers again at its next heartbeat).")
+                  "(stop it: a running broker stays unregistered only until it restarts).")
 
 
 @cluster.command("rebalance")

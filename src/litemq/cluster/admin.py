@@ -67,6 +67,8 @@ class ClusterAdmin:
                     rec["rpc"] = [str(host), int(port)]
                 if args.get("roles"):
                     rec["roles"] = str(args["roles"])
+                if args.get("incarnation"):
+                    rec["incarnation"] = str(args["incarnation"])
             elif action == "unregister_broker":  # UnregisterBroker (KIP-631), Kafka's unregisterBroker
                 if int(args["node_id"]) not in img.brokers:
                     raise KafkaError(f"Broker ID {int(args['node_id'])} is not currently registered",

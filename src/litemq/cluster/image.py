@@ -18,9 +18,11 @@ register_broker         ``node_id``, ``host``, ``port`` (default listener), ``en
                         ``rack`` (optional: its ``broker.rack``, KIP-392 follower fetching),
                         ``rpc`` (optional: [host, port] of its RPC listener, how the other
                         brokers reach a broker that joined with ``--join``), ``roles``
-                        (optional: its ``process.roles``, e.g. ``"broker,controller"``)
+                        (optional: its ``process.roles``, e.g. ``"broker,controller"``),
+                        ``incarnation`` (optional: an id of the broker process, new at each start)
 unregister_broker       ``node_id`` (UnregisterBroker, KIP-631: the registration is removed;
-                        a broker that heartbeats again registers again)
+                        a broker that heartbeats again registers again, unless it is the same
+                        process incarnation: a decommissioned broker still running stays out)
 create_topic            ``name``, ``topic_id``, ``configs``, ``internal``, ``assignments``
 delete_topic            ``name``
 create_partitions       ``name``, ``assignments`` (of the new partitions)
@@ -87,6 +89,8 @@ class BrokerInfo:
     """(host, port) of its RPC listener (None from brokers older than observers)."""
     roles: str = "broker,controller"
     """Its ``process.roles`` (``broker``: an observer that may not become a metadata voter)."""
+    incarnation: str | None = None
+    """An id of the registered broker process (new at each start; None from older brokers)."""
 
     def endpoint(self, listener_name: str | None = None) -> tuple[str, int] | None:
         """(host, port) on ``listener_name`` (the default listener when None); None when the
@@ -284,6 +288,8 @@ class MetadataImage:
         broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
             string -> Kafka config name -> value.
         reassignments: (topic, partition) -> :class:`Reassignment` in progress.
+        unregistered: node id -> the process incarnation that was registered when the broker
+            was unregistered (that process does not register again; a restarted one does).
     """
 
     def __init__(self) -> None:
@@ -296,6 +302,7 @@ class MetadataImage:
         self.scram_credentials: dict = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.unregistered: dict[int, str] = {}
 
     # ------------------------------------------------------------ queries
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -337,14 +344,19 @@ class MetadataImage:
         b = BrokerInfo(int(rec["node_id"]), str(rec["host"]), int(rec["port"]),
                        endpoints_from_json(rec.get("endpoints")), str(directory_id) if directory_id else None,
                        str(rack) if rack is not None else None, _rpc_address(rec.get("rpc")),
-                       str(rec.get("roles") or "broker,controller"))
+                       str(rec.get("roles") or "broker,controller"),
+                       str(rec["incarnation"]) if rec.get("incarnation") else None)
         self.brokers[b.node_id] = b
+        self.unregistered.pop(b.node_id, None)
         return ApplyResult()
 
     def _apply_unregister_broker(self, rec: dict) -> ApplyResult:
         node = int(rec["node_id"])
-        if self.brokers.pop(node, None) is None:
+        b = self.brokers.pop(node, None)
+        if b is None:
             return ApplyResult(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {node} is not currently registered")
+        if b.incarnation:
+            self.unregistered[node] = b.incarnation
         return ApplyResult()
 
     def _apply_create_topic(self, rec: dict) -> ApplyResult:
@@ -443,13 +455,14 @@ class MetadataImage:
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
             "brokers": [[b.node_id, b.host, b.port, endpoints_to_json(b.endpoints), b.directory_id, b.rack,
-                         list(b.rpc) if b.rpc else None, b.roles]
+                         list(b.rpc) if b.rpc else None, b.roles, b.incarnation]
                         for b in self.brokers.values()],
             "broker_configs": self.broker_configs,
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
             "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
+            "unregistered": {str(n): inc for n, inc in self.unregistered.items()},
         }
 
     @classmethod
@@ -462,7 +475,8 @@ class MetadataImage:
                                              str(b[4]) if len(b) > 4 and b[4] else None,
                                              str(b[5]) if len(b) > 5 and b[5] is not None else None,
                                              _rpc_address(b[6] if len(b) > 6 else None),
-                                             str(b[7]) if len(b) > 7 and b[7] else "broker,controller")
+                                             str(b[7]) if len(b) > 7 and b[7] else "broker,controller",
+                                             str(b[8]) if len(b) > 8 and b[8] else None)
                        for b in d.get("brokers", [])}
         img.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                               for k, c in dict(d.get("broker_configs") or {}).items()}
@@ -474,4 +488,5 @@ class MetadataImage:
         img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
         img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
                              for t, i, target, original in d.get("reassignments") or ()}
+        img.unregistered = {int(n): str(inc) for n, inc in dict(d.get("unregistered") or {}).items()}
         return img

@@ -145,6 +145,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
         self.rpc_ops["elect_preferred"] = self._rpc_elect_preferred
         self._quorum_changing = False
+        self._told_unregistered = False
+        self.incarnation = uuid.uuid4().hex
+        """This broker process's id in its registration (new at each start): a broker unregistered
+        while it runs (``broker decommission``) does not register again until it restarts."""
         """Metadata leader: an AddRaftVoter/RemoveRaftVoter is running (one at a time, KIP-853)."""
         self._reconf_watch: set[str] = set()
         """Partition groups whose leader may have to change their configuration (reassignment)."""
@@ -662,8 +666,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             self._leader_state()
             now = self.loop.time()
             timeout = self.config.broker_session_timeout_ms / 1000
-            live = {n for n, t in self._last_seen.items() if now - t <= timeout}
-            live.add(self.node_id)
+            registered = self.image.brokers  # Kafka places replicas on registered, unfenced brokers only
+            live = {n for n, t in self._last_seen.items() if now - t <= timeout and n in registered}
+            if self.node_id in registered or not registered:
+                live.add(self.node_id)
             return sorted(live)
         return sorted(self.live_brokers)
 
@@ -691,9 +697,13 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         rack = None if rack is None else str(rack)
         rpc = tuple(req["rpc"]) if req.get("rpc") else None  # absent from brokers older than observers
         roles = str(req.get("roles") or "broker,controller")
-        if (known is None or known.host != host or known.port != port or known.endpoints != endpoints
+        incarnation = req.get("incarnation")
+        if known is None and incarnation and self.image.unregistered.get(node) == incarnation:
+            pass  # unregistered while this very process runs (decommissioned): it stays out until it restarts
+        elif (known is None or known.host != host or known.port != port or known.endpoints != endpoints
                 or known.directory_id != directory_id or known.rack != rack
-                or (rpc is not None and known.rpc != rpc) or known.roles != roles) and node not in self._registering:
+                or (rpc is not None and known.rpc != rpc) or known.roles != roles
+                or (incarnation and known.incarnation != incarnation)) and node not in self._registering:
             self._registering.add(node)
 
             async def register():
@@ -701,14 +711,16 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     await self._admin_local("register_broker", {"node_id": node, "host": host, "port": port,
                                                                 "endpoints": endpoints_to_json(endpoints),
                                                                 "directory_id": directory_id, "rack": rack,
-                                                                "rpc": rpc, "roles": roles})
+                                                                "rpc": rpc, "roles": roles,
+                                                                "incarnation": incarnation})
                 finally:
                     self._registering.discard(node)
             self._spawn(register())
         live = self._live_ids()
         live_set = set(live)
         return {"live": live, "leaders": {g: [n, e] for g, (n, e) in self._claims.items() if n in live_set},
-                "metadata_commit": self.meta.node.commit_index}
+                "metadata_commit": self.meta.node.commit_index,
+                "registered": node in self.image.brokers or node in self._registering}
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000
@@ -728,6 +740,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     resp = await self.transport.rpc(leader, req, max(interval * 2, 0.5))
             except (ConnectionError, asyncio.TimeoutError):
                 resp = None
+            if resp and resp.get("registered") is False and not self._told_unregistered:
+                self._told_unregistered = True  # Kafka: heartbeats fail with BROKER_ID_NOT_REGISTERED
+                log.warning("broker %d is not registered (unregistered while running, e.g. decommissioned): it gets "
+                            "no replica and is left out of Metadata until it restarts", self.node_id)
             if resp and "live" in resp:
                 self.live_brokers = set(int(n) for n in resp["live"]) | {self.node_id}
                 self.leaders = {g: (int(v[0]), int(v[1])) for g, v in resp["leaders"].items()}

@@ -56,7 +56,7 @@ class MetadataQuorum:
                 "endpoints": endpoints_to_json(self.host.advertised_endpoints()),
                 "directory_id": self.host.identity.directory_id, "rack": self.config.broker_rack,
                 "rpc": list(self.rpc_address()), "roles": self.config.process_roles,
-                "cluster_id": self.local_cluster_id()}
+                "incarnation": self.incarnation, "cluster_id": self.local_cluster_id()}
 
     def _peer_addresses(self) -> dict[str, list]:
         """Node id (text) -> [host, RPC port] of every broker this broker knows, itself included."""
@@ -101,7 +101,8 @@ class MetadataQuorum:
             await self.admin("register_broker", timeout_s=limits.JOIN_REGISTER_TIMEOUT_MS / 1000,
                              node_id=node_id, host=host, port=port, endpoints=req.get("endpoints"),
                              directory_id=directory_id, rack=req.get("rack"), rpc=list(rpc),
-                             roles=str(req.get("roles") or "broker,controller"))
+                             roles=str(req.get("roles") or "broker,controller"),
+                             incarnation=req.get("incarnation"))
         except KafkaError as exc:
             return {"error": int(exc.code), "message": str(exc)}
         self.transport.add_peer(node_id, rpc)

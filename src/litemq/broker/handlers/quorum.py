@@ -15,7 +15,8 @@ UnregisterBroker removes a broker's registration with an ``unregister_broker`` m
 (through the metadata leader, KIP-590 forwarding) and answers once it is applied here:
 BROKER_ID_NOT_REGISTERED for an id that is not registered. As Kafka's controller
 (``ReplicationControlManager.unregisterBroker``) a live broker is not refused: it is removed,
-and its next heartbeat registers it again.
+and, as in Kafka (its heartbeats then fail), the running process does not register again until it
+restarts.
 
 AddRaftVoter (API 80, v0) and RemoveRaftVoter (API 81, v0), KIP-853, change the metadata
 group's voters one at a time through the cluster (``ClusterManager.add_voter`` /
