@@ -33,7 +33,7 @@ import click
 
 from litemq.cli.client_commands import CLIENT_TIMEOUT_S, bootstrap_option
 from litemq.cli.common import CliError, console, make_table, parse_kv
-from litemq.cluster.quorum import _directory_uuid, directory_id_text
+from litemq.cluster.quorum import directory_uuid, directory_id_text
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.limits import VOTER_CHANGE_MAX_TIMEOUT_MS, VOTER_CHANGE_TIMEOUT_MS
 from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
@@ -518,7 +518,7 @@ def _directory_option(f):
 
 def _parse_directory_id(text: str) -> uuid.UUID:
     """``--controller-directory-id``: Kafka's 22-character Uuid text or a UUID. Raises CliError."""
-    parsed = _directory_uuid(text.strip())
+    parsed = directory_uuid(text.strip())
     if parsed.int == 0:
         raise CliError(f"--controller-directory-id: {text!r} is not a directory id (22 base64 characters as "
                        "'litemq cluster describe-quorum' prints it, or a UUID)")

@@ -26,7 +26,7 @@ import logging
 
 from litemq import limits
 from litemq.cluster.image import endpoints_to_json
-from litemq.cluster.quorum import _directory_uuid
+from litemq.cluster.quorum import directory_uuid
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("litemq.cluster.manager")
@@ -188,7 +188,7 @@ class MetadataQuorum:
     def _check_directory(self, node_id: int, directory_id: str | None, code: ErrorCode) -> None:
         b = self.image.brokers.get(node_id)
         if directory_id and b is not None and b.directory_id and \
-                _directory_uuid(directory_id) != _directory_uuid(b.directory_id):
+                directory_uuid(directory_id) != directory_uuid(b.directory_id):
             raise KafkaError(f"broker {node_id} has directory.id {b.directory_id}, not {directory_id}", code)
 
     async def _add_voter_local(self, node_id: int, directory_id: str | None, deadline: float) -> dict:

@@ -35,7 +35,7 @@ class QuorumSource(Protocol):
     _applied_by: dict[int, int]
 
 
-def _directory_uuid(directory_id: str | None) -> uuid.UUID:
+def directory_uuid(directory_id: str | None) -> uuid.UUID:
     """A ``directory.id`` (Kafka's 22-character base64 ``Uuid`` text) as a UUID; the zero
     UUID (Kafka's ``Uuid.ZERO_UUID``: unknown) when absent or unreadable."""
     if not directory_id:
@@ -51,7 +51,7 @@ def _directory_uuid(directory_id: str | None) -> uuid.UUID:
 
 def directory_id_text(directory_uuid: uuid.UUID) -> str | None:
     """A directory id as the cluster keeps it (Kafka's ``Uuid.toString``: 22 URL-safe base64
-    characters), the reverse of :func:`_directory_uuid`; None for the zero UUID (unknown)."""
+    characters), the reverse of :func:`directory_uuid`; None for the zero UUID (unknown)."""
     if directory_uuid.int == 0:
         return None
     return base64.urlsafe_b64encode(directory_uuid.bytes).decode("ascii").rstrip("=")
@@ -76,7 +76,7 @@ def describe_quorum(cluster: QuorumSource) -> dict | None:
 
     def state(n: int, end: int) -> dict:
         b = brokers.get(n)
-        row = {"replica_id": n, "replica_directory_id": str(_directory_uuid(b.directory_id if b else None)),
+        row = {"replica_id": n, "replica_directory_id": str(directory_uuid(b.directory_id if b else None)),
                "log_end_offset": end, "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
         if n == cluster.node_id:
             row["last_caught_up_timestamp"] = now_ms

@@ -47,7 +47,7 @@ import uuid
 
 from litemq import limits
 from litemq.broker.authz import authorize
-from litemq.cluster.quorum import (METADATA_PARTITION, METADATA_TOPIC, _directory_uuid, describe_quorum,
+from litemq.cluster.quorum import (METADATA_PARTITION, METADATA_TOPIC, directory_uuid, describe_quorum,
                                    directory_id_text)
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.acl_operations import AclOperation, ResourceType
@@ -66,7 +66,7 @@ def _answer(error_code: int, message: str | None, partitions: list[dict], nodes:
 def _single_broker_quorum(runtime) -> dict:
     """A broker without a cluster: one voter, itself, every record committed at once."""
     identity = getattr(runtime, "identity", None)  # the data dir's meta.properties
-    directory = _directory_uuid(identity.directory_id if identity is not None else None)
+    directory = directory_uuid(identity.directory_id if identity is not None else None)
     me = {"replica_id": runtime.config.node_id, "replica_directory_id": str(directory), "log_end_offset": 0,
           "last_fetch_timestamp": -1, "last_caught_up_timestamp": int(time.time() * 1000)}
     partition = {"partition_index": METADATA_PARTITION, "error_code": 0, "error_message": None,
