@@ -128,8 +128,6 @@ so a client that goes on through any broker finds the topic (brokers heartbeat a
 applying one)."""
 SYNC_THREAD_IDLE_EXIT_MS = 5000
 """A broker's fsync thread (litemq.replica.sync_queue) exits after this long without work."""
-SYNC_PARALLEL_JOBS = 4
-"""fsyncs of different logs a broker's fsync thread runs at once when several are queued."""
 
 CLUSTER_JOIN_TIMEOUT_MS = 60_000
 """A broker starting with ``--join`` (controller.quorum.bootstrap.servers) keeps asking its

@@ -7,11 +7,14 @@ single broker (:meth:`Partition._schedule_flush`), a Raft group's Ready on a clu
 ``call_soon_threadsafe`` per fsync, and the event loop and the workers then trade the GIL once
 per fsync; with ``linger.ms=0`` that is once per record and it was the largest cost of the
 produce path after the socket writes (docs/benchmarks-cluster.md). Here the loop appends the
-job to a list (waking the thread only when the list was empty); the thread takes everything
-queued, runs it - one job itself, several in parallel on a small pool (fsyncs of different
-files overlap on the disk) - and hands all the results back with one ``call_soon_threadsafe``.
-Under load, fsyncs of many logs ride on one hand-off each way (a broker-wide group commit). A
-caller has at most one job queued per log (a flush or Ready in flight waits for its result).
+job to a list and wakes the thread once per event-loop turn (so the Readies of every group
+handled in one turn go together); the thread takes everything queued, runs it in order and
+hands all the results back with one ``call_soon_threadsafe``. Under load, fsyncs of many logs
+ride on one hand-off each way (a broker-wide group commit). The jobs run one after the other:
+on the measured disk (ext4 on virtio) parallel ``fdatasync`` of different files saved little
+wall time (114 against 160 us per fsync with 4 files) and each pool hand-off cost another
+thread wake-up and GIL transfer per job (docs/benchmarks-cluster.md, fourth round). A caller
+has at most one job queued per log (a flush or Ready in flight waits for its result).
 
 The thread starts on the first job and exits after ``limits.SYNC_THREAD_IDLE_EXIT_MS`` without
 one (an embedded broker that closed leaves no thread behind); the next job starts a new one.
@@ -23,7 +26,6 @@ import asyncio
 import logging
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from litemq import limits
@@ -47,7 +49,7 @@ class SyncQueue:
         self._jobs: list[tuple[Callable[[], Any], Done]] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._kick_scheduled = False
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> "SyncQueue":
@@ -60,13 +62,24 @@ class SyncQueue:
 
     def submit(self, job: Callable[[], Any], done: Done) -> None:
         """Run ``job()`` off the loop, then ``done(result, None)`` - or ``done(None, exc)`` if it
-        raised - on the loop. Jobs queued together may run in parallel."""
+        raised - on the loop. The thread is woken at the end of this loop turn (one wake-up for
+        every job submitted in the turn)."""
         with self._lock:
             self._jobs.append((job, done))
+        if not self._kick_scheduled:
+            self._kick_scheduled = True
+            self._loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        """Wake the thread (start it if there is none) for the jobs queued this loop turn."""
+        self._kick_scheduled = False
+        with self._lock:
+            if not self._jobs:
+                return
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="litemq-sync", daemon=True)
                 self._thread.start()
-            elif len(self._jobs) == 1:
+            else:
                 self._wake.set()
 
     def _run(self) -> None:
@@ -77,21 +90,12 @@ class SyncQueue:
                 self._wake.clear()
                 if not jobs and self._idle_expired:
                     self._thread = None
-                    pool, self._pool = self._pool, None
-                    if pool is not None:
-                        pool.shutdown(wait=False)
                     return
             if not jobs:
                 self._idle_expired = not self._wake.wait(idle_s)
                 continue
             self._idle_expired = False
-            if len(jobs) == 1:
-                results = [_run_job(*jobs[0])]
-            else:  # several logs' fsyncs: in parallel (the disk overlaps them), one hand-back
-                pool = self._pool
-                if pool is None:
-                    pool = self._pool = ThreadPoolExecutor(limits.SYNC_PARALLEL_JOBS, "litemq-sync-pool")
-                results = list(pool.map(lambda jd: _run_job(*jd), jobs))
+            results = [_run_job(job, done) for job, done in jobs]
             try:
                 self._loop.call_soon_threadsafe(_deliver, results)
             except RuntimeError:  # the loop is closed: nobody waits for these any more
