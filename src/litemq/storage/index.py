@@ -40,6 +40,7 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry.size)
         self._written = 0  # entries already written to the file
+        self._file_made = False  # this object created or opened the file at ``path``
 
     # subclasses: _columns() -> tuple of arrays, _entry_values(i)
     def __len__(self) -> int:
@@ -57,9 +58,14 @@ class _Index:
         return tuple(col[i] for col in self._columns())
 
     def flush(self, *, sync: bool = True) -> None:
-        """Write entries not yet in the file and fsync it (creates the file if missing)."""
+        """Write entries not yet in the file and fsync it (creates the file if missing).
+        Without ``sync`` and with nothing new to write, the file is not even opened (a log's
+        flush after each Ready: most add no index entry)."""
         n = len(self)
+        if not sync and self._written >= n and self._file_made:
+            return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._file_made = True
         try:
             if self._written < n:
                 data = b"".join(self.entry.pack(*self._entry_values(i)) for i in range(self._written, n))
@@ -89,6 +95,7 @@ class _Index:
             pass
 
     def delete_file(self) -> None:
+        self._file_made = False
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -97,6 +104,8 @@ class _Index:
     def rename(self, new_path: Path) -> None:
         if self.path.exists():
             os.replace(self.path, new_path)
+        else:
+            self._file_made = False
         self.path = new_path
 
     def _read_entries(self) -> list[tuple[int, ...]]:

@@ -119,11 +119,12 @@ class LogSegment:
 
     def delete_files(self) -> None:
         """Unlink the segment's files. The file object is left to the GC (regions may hold it)."""
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+        self.offset_index.delete_file()
+        self.time_index.delete_file()
         self.txn_index.delete()
 
     def rename_suffix(self, old: str, new: str) -> None:
