@@ -396,6 +396,9 @@ class RaftGroup:
         self.stable_ticks = 0
 
     # ------------------------------------------------------------ Ready handling
+    _sync_queue: SyncQueue | None = None
+    """The broker's fsync thread (:class:`SyncQueue` of the host's loop), looked up once."""
+
     def process(self) -> None:
         """Take and handle one Ready if there is one and none is being persisted."""
         if self._persisting or self.closed or self.failed:
@@ -437,16 +440,22 @@ class RaftGroup:
             return
         hs = rd.hard_state
         vote_changed = hs is not None and (hs.term != self._saved_hs.term or hs.voted_for != self._saved_hs.voted_for)
-        early = [m for m in rd.messages if isinstance(m, _LEADER_MESSAGES)]
-        late = [m for m in rd.messages if not isinstance(m, _LEADER_MESSAGES)]
-        if early:
-            self.host.send(self.group_id, early)
+        late = []
+        if rd.messages:  # a leader's messages go now, the others once this Ready is durable
+            early = []
+            for m in rd.messages:
+                (early if isinstance(m, _LEADER_MESSAGES) else late).append(m)
+            if early:
+                self.host.send(self.group_id, early)
         need_log_sync = bool(rd.entries or rd.snapshot is not None or rd.truncate_to is not None) and plog.config.durable
         if need_log_sync or vote_changed:
             self._persisting = True
             hs_to_sync = hs if vote_changed else None
-            SyncQueue.of(self.host.loop).submit(lambda: self._sync(need_log_sync, hs_to_sync),
-                                                lambda took, exc: self._finish(rd, late, took, exc))
+            queue = self._sync_queue
+            if queue is None:
+                queue = self._sync_queue = SyncQueue.of(self.host.loop)
+            queue.submit(lambda: self._sync(need_log_sync, hs_to_sync),
+                         lambda took, exc: self._finish(rd, late, took, exc))
         else:
             self._finish(rd, late, None, None)
 
@@ -469,12 +478,12 @@ class RaftGroup:
             log.error("%s: fsync failed: %s; replica goes offline", self.group_id, exc)
             self.failed = True
             return
-        metrics = getattr(self.host, "metrics", None)  # ClusterManager.metrics: the broker's, or None
-        if metrics is not None:
+        soft = rd.soft_state
+        metrics = getattr(self.host, "metrics", None) if took is not None or soft is not None else None
+        if metrics is not None:  # ClusterManager.metrics: the broker's, or None
             if took is not None:
                 metrics.on_flush(took)
-            if rd.soft_state is not None:
-                soft = rd.soft_state
+            if soft is not None:
                 metrics.on_raft_soft_state(self.group_type, self._seen_role, self._seen_leader,
                                            soft.role.value, soft.leader_id)
                 self._seen_role, self._seen_leader = soft.role.value, soft.leader_id
@@ -487,7 +496,8 @@ class RaftGroup:
                 self._saved_hs = rd.hard_state
             if rd.hard_state.commit_index != self._saved_hs.commit_index:
                 self._commit_dirty = True
-        self._keep_committed_conf()
+        if rd.hard_state is not None or rd.entries or rd.snapshot is not None or rd.truncate_to is not None:
+            self._keep_committed_conf()  # (else neither the commit index nor the log moved)
         if self.on_ready is not None:
             try:
                 self.on_ready(rd)

@@ -316,11 +316,16 @@ class RaftNode(Raft):
         hs = self._persisted_hs
         if hs.term != self.term or hs.voted_for != self.voted_for or hs.commit_index != self.commit_index:
             return True
-        soft = self._prev_soft
-        if (soft is None or soft.role is not self.role or soft.leader_id != self.leader_id
-                or soft.voters != self.voters or soft.learners != self.learners):
+        if self._soft_changed():
             return True
         return self.applied < self.commit_index and self.config.apply_entries
+
+    def _soft_changed(self) -> bool:
+        """Role, leader or configuration differ from the last Ready's soft state."""
+        soft = self._prev_soft
+        return (soft is None or soft.role is not self.role or soft.leader_id != self.leader_id
+                or soft.voters is not self.voters and soft.voters != self.voters
+                or soft.learners is not self.learners and soft.learners != self.learners)
 
     def ready(self) -> Ready:
         """Collect what the caller must persist, send and apply. Call :meth:`advance` with it
@@ -329,29 +334,20 @@ class RaftNode(Raft):
             raise RuntimeError("advance() the previous Ready first")
         leader.flush_broadcast(self)
         log = self.raft_log
-        hs = self.hard_state
-        soft = self.soft_state
+        commit = self.commit_index
         snapshot = log.unstable.snapshot
         committed: tuple[Entry, ...] = ()
-        if snapshot is None and self.applied < self.commit_index and self.config.apply_entries:
-            committed = tuple(log.entries(self.applied + 1, self.commit_index + 1, self.config.max_apply_bytes))
+        if snapshot is None and self.applied < commit and self.config.apply_entries:
+            committed = tuple(log.entries(self.applied + 1, commit + 1, self.config.max_apply_bytes))
         old = self._persisted_hs
+        vote_changed = old.term != self.term or old.voted_for != self.voted_for
+        # The states are built only when they changed (most Readies carry neither).
+        hs = self.hard_state if vote_changed or old.commit_index != commit else None
+        soft = self.soft_state if self._soft_changed() else None
         truncate_to = log.truncate_needed()
         entries = tuple(log.unstable.entries)
-        rd = Ready(
-            hard_state=hs if hs != old else None,
-            soft_state=soft if soft != self._prev_soft else None,
-            snapshot=snapshot,
-            truncate_to=truncate_to,
-            entries=entries,
-            messages=tuple(self.msgs),
-            committed_entries=committed,
-            commit_index=self.commit_index,
-            must_sync=bool(
-                snapshot is not None or entries or truncate_to is not None
-                or hs.term != old.term or hs.voted_for != old.voted_for
-            ),
-        )
+        rd = Ready(hs, soft, snapshot, truncate_to, entries, tuple(self.msgs), committed, commit,
+                   bool(snapshot is not None or entries or truncate_to is not None or vote_changed))
         self.msgs = []
         self._outstanding = rd
         return rd
