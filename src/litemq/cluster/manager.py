@@ -666,9 +666,13 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             self._leader_state()
             now = self.loop.time()
             timeout = self.config.broker_session_timeout_ms / 1000
-            registered = self.image.brokers  # Kafka places replicas on registered, unfenced brokers only
-            live = {n for n, t in self._last_seen.items() if now - t <= timeout and n in registered}
-            if self.node_id in registered or not registered:
+            # Kafka places replicas on registered, unfenced brokers only; a static voter (--peers)
+            # counts from the start of the term, before its first heartbeat registers it, unless
+            # it was unregistered (decommissioned)
+            registered, gone = self.image.brokers, self.image.unregistered
+            live = {n for n, t in self._last_seen.items()
+                    if now - t <= timeout and (n in registered or (n in self.voters and n not in gone))}
+            if self.node_id in registered or self.node_id not in gone:
                 live.add(self.node_id)
             return sorted(live)
         return sorted(self.live_brokers)
