@@ -1,0 +1,145 @@
+"""Broker CPU per record and produce latency at a fixed rate on a 3-broker cluster (issue 19).
+
+Starts a 3-broker ``LocalCluster``, creates a topic (6 partitions, ``--rf``), warms an
+idempotent acks=all confluent-kafka producer up (one acknowledged record per partition), then
+produces ``--rate`` records/s of 100 B round-robin over the partitions for ``--seconds`` and
+prints, per run: p50/p99/max of librdkafka's per-message latency; the three brokers' CPU per
+acknowledged record from ``/proc/<pid>/stat`` (user and system), split into the event-loop
+thread (``main``: the thread whose id is the process id) and every other thread (``other``: the
+fsync thread); the benchmark process's own CPU per record; Raft messages received per record
+(the brokers' status RPC); voluntary and involuntary context switches per record.
+
+At a rate the machine can sustain without queueing (1000 msg/s on 2 cores) nearly every record
+is its own request, Raft entry and Ready, so CPU per record is the unbatched cost; near
+saturation records share Readies and CPU per record falls as latency rises. Run it holding the
+test lock (``flock /tmp/lmq/tests.lock python benchmarks/bench_rate_cpu.py``) so no test suite
+runs at the same time. Figures: docs/benchmarks-cluster.md ("Fourth round").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pathlib
+import tempfile
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from litemq.testing.cluster import LocalCluster
+
+PARTITIONS = 6
+RECORD = b"x" * 100
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid``."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) / _TICKS, int(f[12]) / _TICKS
+
+
+def _threads_cpu_s(pid: int) -> collections.Counter:
+    """CPU seconds of process ``pid``'s threads: ``main`` (tid == pid) and ``other``."""
+    out: collections.Counter = collections.Counter()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            f = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread exited
+        out["main" if tid == str(pid) else "other"] += (int(f[11]) + int(f[12])) / _TICKS
+    return out
+
+
+def _ctx_switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of process ``pid``."""
+    vol = inv = 0
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("voluntary_ctxt_switches"):
+            vol = int(line.split()[1])
+        elif line.startswith("nonvoluntary_ctxt_switches"):
+            inv = int(line.split()[1])
+    return vol, inv
+
+
+def _snapshot(pids: list[int]) -> dict:
+    return {"cpu": [_cpu_s(p) for p in pids], "threads": [_threads_cpu_s(p) for p in pids],
+            "ctx": [_ctx_switches(p) for p in pids], "me": os.times()}
+
+
+def run(rate: int, seconds: float, rf: int) -> str:
+    """One run on a fresh cluster; returns the result line."""
+    with LocalCluster(pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-")), 3) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("t", PARTITIONS, rf)], operation_timeout=15)["t"].result(30)
+        c.wait_leaders("t", PARTITIONS)
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0,
+                      "enable.idempotence": True})
+        latencies: list[float] = []
+        errors: list[str] = []
+
+        def on_delivery(err, msg) -> None:
+            if err is None:
+                latencies.append(msg.latency())
+            else:
+                errors.append(str(err))
+
+        for i in range(PARTITIONS):
+            p.produce("t", RECORD, partition=i, on_delivery=on_delivery)
+        p.flush(10)
+        latencies.clear()
+        pids = [c.node(n).proc.pid for n in c.node_ids]
+        msgs0 = sum(c.status(n).get("raft_messages_received", 0) for n in c.node_ids)
+        before = _snapshot(pids)
+        t0 = time.monotonic()
+        n = 0
+        while time.monotonic() - t0 < seconds:
+            target = (time.monotonic() - t0) * rate
+            while n < target:
+                p.produce("t", RECORD, partition=n % PARTITIONS, on_delivery=on_delivery)
+                n += 1
+            p.poll(0.001)
+        left = p.flush(30)
+        after = _snapshot(pids)
+        msgs1 = sum(c.status(n).get("raft_messages_received", 0) for n in c.node_ids)
+    acked = len(latencies)
+    if not acked:
+        return f"rf{rf} rate {rate}: nothing acknowledged ({len(errors)} errors: {errors[:3]})"
+    latencies.sort()
+    per = 1e6 / acked
+    user = sum(a[0] - b[0] for a, b in zip(after["cpu"], before["cpu"]))
+    system = sum(a[1] - b[1] for a, b in zip(after["cpu"], before["cpu"]))
+    threads: collections.Counter = collections.Counter()
+    for b, a in zip(before["threads"], after["threads"]):
+        for k in a:
+            threads[k] += a[k] - b.get(k, 0.0)
+    vol = sum(a[0] - b[0] for a, b in zip(after["ctx"], before["ctx"]))
+    inv = sum(a[1] - b[1] for a, b in zip(after["ctx"], before["ctx"]))
+    me0, me1 = before["me"], after["me"]
+    client = (me1.user - me0.user) + (me1.system - me0.system)
+    return (f"rf{rf} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
+            f"p50 {latencies[acked // 2] * 1000:.1f} ms p99 {latencies[int(acked * .99)] * 1000:.1f} ms "
+            f"max {latencies[-1] * 1000:.1f} ms; brokers {(user + system) * per:.0f} us/record "
+            f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
+            f"other {threads['other'] * per:.0f}); client {client * per:.0f} us/record; "
+            f"Raft messages/record {(msgs1 - msgs0) / acked:.2f}; context switches/record "
+            f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; "
+            f"load {open('/proc/loadavg').read().split()[0]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rate", type=int, action="append", help="records/s (repeatable; default 1000 and 2000)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="duration of each run")
+    ap.add_argument("--rf", type=int, default=3, help="replication factor of the topic")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per rate")
+    args = ap.parse_args()
+    for _ in range(args.repeat):
+        for rate in args.rate or [1000, 2000]:
+            print(run(rate, args.seconds, args.rf), flush=True)
+
+
+if __name__ == "__main__":
+    main()
