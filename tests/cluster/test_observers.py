@@ -8,12 +8,11 @@ real broker processes with a real Kafka client.
   every acknowledged record is read back from it at its offset.
 - ``process.roles=broker``: AddRaftVoter refuses it (INVALID_REQUEST), nothing changes.
 - A data dir of another cluster joining is refused by the bootstrap broker and the new broker
-  exits with status 1, naming the cluster ids.
+  exits with status 1, naming both cluster ids (all on one cluster, to keep the suite short).
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -102,18 +101,13 @@ def test_observer_joins_serves_and_restarts_from_its_recorded_quorum(tmp_path):
         assert "process.roles=broker" in r.stdout + r.stderr
         assert _quorum(cluster, cluster.metadata_leader()) == ([1, 2, 3], [4, 5])
 
-
-def test_a_data_dir_of_another_cluster_cannot_join(tmp_path):
-    other = LocalCluster(tmp_path / "other", 1).start()
-    try:
-        other_id = other.status(1)["cluster_id"]
-    finally:
-        other.stop()
-    with LocalCluster(tmp_path / "x", 3) as cluster:
+        # a data dir of another cluster (its meta.properties names another cluster.id) cannot join
         x_id = cluster.status(1)["cluster_id"]
-        data = tmp_path / "x" / "node-9"
-        shutil.copytree(tmp_path / "other" / "node-1", data)
-        (data / "meta.properties").write_text((data / "meta.properties").read_text().replace("node.id=1", "node.id=9"))
+        other_id = "0therC1usterIdAAAAAAAA"
+        data = tmp_path / "node-9"
+        data.mkdir()
+        (data / "meta.properties").write_text(
+            f"cluster.id={other_id}\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\nnode.id=9\nversion=1\n")
         taken = set(cluster.rpc_ports.values())
         rpc = distinct_free_port(taken)
         r = subprocess.run(
@@ -122,7 +116,5 @@ def test_a_data_dir_of_another_cluster_cannot_join(tmp_path):
              "--rpc-listen", f"{HOST}:{rpc}", "--join", ",".join(f"{HOST}:{p}" for p in cluster.rpc_ports.values())],
             capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
         assert r.returncode == 1, r.stdout + r.stderr
-        assert "INCONSISTENT_CLUSTER_ID" in r.stderr or f"this is cluster {x_id}" in r.stderr, r.stderr
-        assert other_id in r.stderr, r.stderr
-        # nobody registered it
-        assert all(b["node_id"] != 9 for b in cluster.status(1)["brokers"])
+        assert f"this is cluster {x_id}" in r.stderr and other_id in r.stderr, r.stderr
+        assert all(b["node_id"] != 9 for b in cluster.status(1)["brokers"])  # nobody registered it
