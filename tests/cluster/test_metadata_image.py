@@ -83,3 +83,15 @@ def test_unregistered_incarnation_survives_a_snapshot_and_a_new_registration_cle
     again.apply({"type": "register_broker", "node_id": 4, "host": "h", "port": 1, "incarnation": "p2"})
     assert again.unregistered == {} and again.brokers[4].incarnation == "p2"
     assert again.brokers[4].rpc is None and again.brokers[4].roles == "broker,controller"
+
+
+def test_replication_factor_does_not_count_a_moves_adding_replicas():
+    from litemq.cluster.image import Reassignment
+
+    img = MetadataImage()
+    img.apply({"type": "create_topic", "name": "t", "topic_id": str(uuid.uuid4()), "configs": {},
+               "assignments": [[1, 2, 3], [2, 3, 1]]})
+    assert img.replication_factor("t") == 3 and img.replication_factor("nope") == 1
+    img.topics["t"].assignments[0] = [4, 2, 3, 1]  # a move {1,2,3} -> {4,2,3} in progress (Kafka: RF 3)
+    img.reassignments[("t", 0)] = Reassignment((4, 2, 3), (1, 2, 3))
+    assert img.replication_factor("t") == 3

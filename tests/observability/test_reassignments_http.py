@@ -77,6 +77,8 @@ def test_reassignment_in_progress_on_rest_and_console(tmp_path):
         assert move["metadata"]["resource_name"] == f"crn:///kafka={cid}/topic={TOPIC}/partition=0/reassignment"
         assert get_json(f"{url}/topics/{TOPIC}/partitions/-/reassignment")["data"] == [move]
         assert get_json(get_json(f"{url}/topics/{TOPIC}/partitions/0")["reassignment"]["related"]) == move
+        # Kafka's replication factor during the move: the replicas minus the one being added
+        assert get_json(f"{url}/topics/{TOPIC}")["replication_factor"] == 3
 
         # console JSON: target, leader, the adding replica behind the leader's log end, throttles
         leader = cluster.leader_of(TOPIC, 0)
@@ -95,7 +97,9 @@ def test_reassignment_in_progress_on_rest_and_console(tmp_path):
                 "brokers": [{"broker_id": n, "leader_rate_bytes_per_s": RATE, "follower_rate_bytes_per_s": None}
                             for n in (1, 2, 3)],
                 "topics": [{"topic": TOPIC, "leader_replicas": "0:1,0:2,0:3", "follower_replicas": ""}]}
-        brokers = {b["broker_id"]: b for b in get_json(cluster.http_url(node) + "/console/api/overview")["brokers"]}
+        overview = get_json(cluster.http_url(node) + "/console/api/overview")
+        assert [t["replication_factor"] for t in overview["topics"] if t["name"] == TOPIC] == [3]
+        brokers = {b["broker_id"]: b for b in overview["brokers"]}
         assert {n: (b["quorum_role"], b["rack"], b["live"]) for n, b in brokers.items()} == {
             1: ("voter", "rack-a", True), 2: ("voter", "rack-b", True), 3: ("voter", "rack-a", True),
             4: ("observer", "rack-b", False)}

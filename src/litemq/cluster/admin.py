@@ -88,7 +88,7 @@ class ClusterAdmin:
                 if count <= info.num_partitions:
                     raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                      ErrorCode.INVALID_PARTITIONS)
-                rf = len(info.assignments[0]) if info.assignments else 1
+                rf = img.replication_factor(info.name)  # not counting a move's adding replicas
                 if args.get("assignments") is not None:  # CreatePartitions manual assignment
                     new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,
                                                        img.brokers, self._live_ids())

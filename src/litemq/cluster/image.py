@@ -317,6 +317,17 @@ class MetadataImage:
     def partition_count(self) -> int:
         return sum(t.num_partitions for t in self.topics.values())
 
+    def replication_factor(self, name: str) -> int:
+        """Topic ``name``'s replication factor as Kafka reports it: partition 0's replicas minus
+        the replicas a reassignment in progress is adding (so a move {1,2,3} -> {4,2,3}, whose
+        replica list is [4,2,3,1] meanwhile, is RF 3); 1 for an unknown topic."""
+        info = self.topics.get(name)
+        if info is None or not info.assignments:
+            return 1
+        move = self.reassignments.get((name, 0))
+        adding = set(move.adding) if move is not None else set()
+        return max(1, sum(1 for r in info.assignments[0] if r not in adding))
+
     # ------------------------------------------------------------ apply
     def apply(self, rec: dict) -> ApplyResult:
         """Apply one committed record. Never raises for a well-formed record: a record that

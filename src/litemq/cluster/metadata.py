@@ -145,6 +145,12 @@ class ClusterMetadata:
         os.replace(tmp, self._path)
 
     # ------------------------------------------------------------ topics
+    def replication_factor(self, name: str) -> int:
+        """Topic ``name``'s replication factor (1 for an unknown topic); as
+        :meth:`MetadataImage.replication_factor <litemq.cluster.image.MetadataImage.replication_factor>`."""
+        info = self.topics.get(name)
+        return len(info.assignments[0]) if info is not None and info.assignments else 1
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         """The topic with this id (Fetch v13+, Metadata v10+, DeleteTopics v6), or None."""
         return self._by_id.get(topic_id)

@@ -84,7 +84,7 @@ class Console:
                               "log_start_offset": start, "high_watermark": hw,
                               "messages": max(0, hw - start) if hw >= 0 and start >= 0 else None})
             out_topics.append({"name": info.name, "internal": info.internal, "partitions": parts,
-                               "replication_factor": len(info.assignments[0]) if info.assignments else 1,
+                               "replication_factor": runtime.metadata.replication_factor(info.name),
                                "messages": sum(p["messages"] or 0 for p in parts)})
         lags = await asyncio.gather(*(views.describe_group(runtime, caller, g["group_id"]) for g in groups))
         for g, d in zip(groups, lags):

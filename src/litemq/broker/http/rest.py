@@ -205,7 +205,7 @@ class RestApi:
 
     def _topic(self, request: web.Request, info) -> dict:
         url = f"{self._cluster_url(request)}/topics/{info.name}"
-        rf = len(info.assignments[0]) if info.assignments else 1
+        rf = self.runtime.metadata.replication_factor(info.name)  # a move's adding replicas not counted
         return {"kind": "KafkaTopic", "metadata": {"self": url, "resource_name": self._crn(f"topic={info.name}")},
                 "cluster_id": self.cluster_id, "topic_name": info.name, "is_internal": info.internal,
                 "replication_factor": rf, "partitions_count": info.num_partitions,
