@@ -145,11 +145,11 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         RPCs ``write_txn_markers``/``verify_txn``, the HTTP layer's API forwarding)."""
         self.rpc_ops["elect_preferred"] = self._rpc_elect_preferred
         self._quorum_changing = False
+        """Metadata leader: an AddRaftVoter/RemoveRaftVoter is running (one at a time, KIP-853)."""
         self._told_unregistered = False
         self.incarnation = uuid.uuid4().hex
         """This broker process's id in its registration (new at each start): a broker unregistered
         while it runs (``broker decommission``) does not register again until it restarts."""
-        """Metadata leader: an AddRaftVoter/RemoveRaftVoter is running (one at a time, KIP-853)."""
         self._reconf_watch: set[str] = set()
         """Partition groups whose leader may have to change their configuration (reassignment)."""
         self._completing: set[tuple] = set()
@@ -430,7 +430,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
 
     # ================================================================== metadata group
     def _on_meta_ready(self, rd: Ready) -> None:
+        peers_changed = False  # a snapshot or a registration may name a new broker's RPC address
         if rd.snapshot is not None and rd.snapshot.data is not None:
+            peers_changed = True
             self.image = MetadataImage.from_json(json.loads(rd.snapshot.data))
             self.meta.view.snapshot_data = rd.snapshot.data
             self._write_snapshot_file(rd.snapshot.offset, rd.snapshot.term, rd.snapshot.data)
@@ -449,6 +451,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                 for rec in recs:
                     result = self.image.apply(rec)
                     self._apply_side_effects(result)
+                    peers_changed = peers_changed or rec.get("type") == "register_broker"
                     if rec.get("type") in ("create_topic", "create_partitions") and not self.meta.node.is_leader:
                         self._heartbeat_now.set()  # the leader answers the creation once all applied it
                 proposed = self._proposals.pop(e.last_offset, None)
@@ -459,7 +462,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             self.applied_offset = e.last_offset
         if self.image.cluster_id and self.image.cluster_id != self.host.identity.cluster_id and not self._failed:
             self._bind_cluster_id()
-        if self.transport is not None:
+        if peers_changed and self.transport is not None:
             self._sync_peers()
         if rd.soft_state is not None:
             self._on_meta_role(rd.soft_state.role)
