@@ -20,24 +20,34 @@ import threading
 import time
 
 MAX_RUN_S = 240
-SESSION_TIMEOUT_MS = 6000
-"""The broker's group.min.session.timeout.ms: a SIGKILLed worker leaves the group quickly."""
-TXN_CALL_TIMEOUT_S = 20
-TXN_WATCHDOG_S = 45
-"""A transaction whose client calls (each with a ``TXN_CALL_TIMEOUT_S`` timeout) have not
-finished after this ends the process (exit 3) so the supervising test starts a fresh one, as an
+SESSION_TIMEOUT_MS = 3000
+"""The tests' brokers run with ``group.min.session.timeout.ms`` = this (Kafka's default is 6000),
+so a SIGKILLed worker leaves the group 3 s after its last heartbeat and the next run is assigned
+its partitions then."""
+HEARTBEAT_INTERVAL_MS = 500
+TXN_CALL_TIMEOUT_S = 10
+"""Timeout of each blocking transactional call (seconds); a broker restarted under load answers
+its clients again within about a second."""
+TXN_WATCHDOG_MARGIN_S = 5
+"""A blocking transactional call still running ``TXN_CALL_TIMEOUT_S`` + this many seconds after
+it started ends the process (exit 3) so the supervising test starts a fresh one, as an
 application's supervisor would: with librdkafka 2.16, ``send_offsets_to_transaction`` never
 returns once the broker was SIGKILLed and restarted in the middle of the call (librdkafka
 issues #5511 and #5456: the cached group coordinator is decommissioned and the coordinator
 request's timeout is never checked)."""
 
 
-def _watchdog() -> threading.Timer:
-    t = threading.Timer(TXN_WATCHDOG_S, lambda: (print("watchdog: transaction stuck, exiting", flush=True),
-                                                 os._exit(3)))
-    t.daemon = True
-    t.start()
-    return t
+def _guarded(what: str, call, *args):
+    """``call(*args)`` under a watchdog: the process exits 3 when it has not returned after
+    ``TXN_CALL_TIMEOUT_S`` + ``TXN_WATCHDOG_MARGIN_S`` seconds."""
+    dog = threading.Timer(TXN_CALL_TIMEOUT_S + TXN_WATCHDOG_MARGIN_S,
+                          lambda: (print(f"watchdog: {what} stuck, exiting", flush=True), os._exit(3)))
+    dog.daemon = True
+    dog.start()
+    try:
+        return call(*args)
+    finally:
+        dog.cancel()
 
 
 def _say(*a) -> None:
@@ -49,7 +59,7 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 3,
-                  "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000})
+                  "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS})
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 10000,
                   "log_level": 7 if os.environ.get("CTP_DEBUG") else 3, "linger.ms": 5,
                   **({"debug": os.environ["CTP_DEBUG"]} if os.environ.get("CTP_DEBUG") else {})})
@@ -68,38 +78,42 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
                 break
             continue
         n_txn += 1
-        dog = _watchdog()
         try:
             p.begin_transaction()
-            for m in msgs:
-                while True:
-                    try:
-                        p.produce(out, key=m.key(), value=m.value() + b"|out")
-                        break
-                    except BufferError:
-                        p.poll(0.05)
-            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), TXN_CALL_TIMEOUT_S)
+            _guarded("produce", _produce_all, p, out, msgs)
+            _guarded("send_offsets_to_transaction", p.send_offsets_to_transaction, c.position(c.assignment()),
+                     c.consumer_group_metadata(), TXN_CALL_TIMEOUT_S)
             if abort_every and n_txn % abort_every == 0:
-                p.abort_transaction(TXN_CALL_TIMEOUT_S)
+                _guarded("abort_transaction", p.abort_transaction, TXN_CALL_TIMEOUT_S)
                 _rewind(c)
                 _say("aborted", len(msgs))
                 continue
-            p.commit_transaction(TXN_CALL_TIMEOUT_S)
+            _guarded("commit_transaction", p.commit_transaction, TXN_CALL_TIMEOUT_S)
             done += len(msgs)
             _say("committed", len(msgs), done)
         except KafkaException as exc:
             err = exc.args[0]
             _say("txn error", err)
             if err.txn_requires_abort():
-                p.abort_transaction(TXN_CALL_TIMEOUT_S)
+                _guarded("abort_transaction", p.abort_transaction, TXN_CALL_TIMEOUT_S)
                 _rewind(c)
             elif err.fatal():
                 raise
             else:
                 _rewind(c)
-        finally:
-            dog.cancel()
     c.close()
+
+
+def _produce_all(p, out, msgs) -> None:
+    """Queue ``value + b"|out"`` under the same key to ``out`` for every message (waiting for
+    queue space when librdkafka's buffer is full)."""
+    for m in msgs:
+        while True:
+            try:
+                p.produce(out, key=m.key(), value=m.value() + b"|out")
+                break
+            except BufferError:
+                p.poll(0.05)
 
 
 def _rewind(c) -> None:
@@ -118,7 +132,7 @@ def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
 
     c = KafkaConsumer(inp, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", isolation_level="read_committed",
-                      session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
+                      session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
     p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=10000)
     p.init_transactions()
     n_txn = 0
@@ -156,7 +170,7 @@ async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) ->
 
     c = AIOKafkaConsumer(inp, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                          auto_offset_reset="earliest", isolation_level="read_committed",
-                         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
+                         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=10000)
     await c.start()
     await p.start()

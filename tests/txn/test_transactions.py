@@ -18,9 +18,11 @@ import pytest
 from litemq.protocol.errors import ErrorCode as E
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient
+from tests.txn.ctp_worker import SESSION_TIMEOUT_MS
 from tests.txn.txn_helpers import Worker, assert_exactly_once, create_topics, name, produce_input, read_all
 
-TXN_OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+TXN_OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+                 "group.min.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 
 
 @pytest.fixture

@@ -9,12 +9,14 @@ import pytest
 
 from litemq.coordinator.records import partition_for
 from litemq.testing.cluster import LocalCluster
+from tests.txn.ctp_worker import SESSION_TIMEOUT_MS
 from tests.txn.txn_helpers import Worker, assert_exactly_once, create_topics, name, produce_input, read_all
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 OVERRIDES = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500",
-             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+             "group.min.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 
 
 def test_consume_transform_produce_through_coordinator_and_leader_sigkill(tmp_path):
