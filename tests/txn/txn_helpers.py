@@ -51,24 +51,32 @@ def produce_input(bootstrap: str, topic: str, n: int) -> list[bytes]:
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
              expect: int | None = None, idle_s: float = 3.0) -> list:
     """Every record of ``topic`` from the beginning (confluent-kafka ``assign``), until
-    ``expect`` records were read and nothing more came for ``idle_s`` (or READ_TIMEOUT_S)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    ``expect`` records were read and then every partition reported its end (librdkafka's
+    partition EOF: the position reached the high watermark, the last stable offset with
+    read_committed) with nothing read since, or nothing more came for ``idle_s`` (or
+    READ_TIMEOUT_S)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": name("check"), "enable.auto.commit": False,
-                  "isolation.level": isolation, "log_level": 3})
+                  "isolation.level": isolation, "enable.partition.eof": True, "log_level": 3})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = []
+    at_end: set[int] = set()
     deadline = time.monotonic() + READ_TIMEOUT_S
     last = time.monotonic()
     while time.monotonic() < deadline:
         msgs = c.consume(1000, 0.5)
         for m in msgs:
             if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
                 continue  # partition EOF / transient
+            at_end.discard(m.partition())
             got.append(m)
         if msgs:
             last = time.monotonic()
-        if (expect is None or len(got) >= expect) and time.monotonic() - last >= idle_s:
+        if (expect is None or len(got) >= expect) and (len(at_end) == partitions
+                                                       or time.monotonic() - last >= idle_s):
             break
     c.close()
     return got
