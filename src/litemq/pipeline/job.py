@@ -332,7 +332,9 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
                 consumer.assign([TopicPartition(t, p, start)])
                 pos = start
                 while pos < end:
-                    msgs = consumer.consume(5000, timeout=5)
+                    # no more than the range still holds: consume() waits out its whole timeout
+                    # for a fuller batch (5 s per partition of a small source, every batch)
+                    msgs = consumer.consume(min(5000, end - pos), timeout=1)
                     if not msgs:
                         continue
                     for m in msgs:
