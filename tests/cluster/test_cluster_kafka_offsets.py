@@ -34,7 +34,7 @@ from litemq.testing.readback import read_sequenced
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 OVERRIDES = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500",
-             "leader.imbalance.check.interval.ms": "500"}
+             "leader.imbalance.check.interval.ms": "500", "raft.election.timeout.ms": "500"}
 LEADER_CHANGES = 20
 
 
