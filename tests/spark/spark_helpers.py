@@ -64,3 +64,21 @@ def consume_to_end(bootstrap: str, topic: str, partitions: int, isolation: str =
         c.close()
     assert not left, f"consumer did not reach the end of partitions {left}"
     return sorted(out)
+
+
+def run_available_now(writer, timeout_s: float = 240) -> None:
+    """Start ``writer`` (a ``DataStreamWriter`` of this process's SparkSession) with
+    ``Trigger.AvailableNow`` and wait until the query finished: it restarts from its checkpoint,
+    runs a micro-batch it finds planned but not committed, then reads up to the end offsets.
+
+    Raises:
+        StreamingQueryException: the query failed. AssertionError: it did not finish within
+            ``timeout_s`` seconds (it is stopped).
+    """
+    q = writer.trigger(availableNow=True).start()
+    try:
+        finished = q.awaitTermination(timeout_s)
+    finally:
+        if q.isActive:
+            q.stop()
+    assert finished, f"the AvailableNow query did not finish within {timeout_s} s"

@@ -4,8 +4,8 @@
 
 MODE ``run``: stream TOPIC -> parquet OUT (checkpoint CKPT), micro-batches of at most 150
 offsets back to back; after 2 committed batches stop the query gracefully and start it again
-from the checkpoint (restart), then run until killed or until CONTROL_DIR/stop exists.
-MODE ``drain``: one Trigger.AvailableNow run (no rate limit), then exit.
+from the checkpoint (restart), then run until killed or until CONTROL_DIR/stop exists. (The test
+drains the checkpoint with Trigger.AvailableNow in its own SparkSession.)
 
 It never imports ``litemq.spark``: ``format("litemq")`` must be found by PySpark's automatic
 lookup of the ``pyspark_litemq`` module.
@@ -18,6 +18,8 @@ import time
 from pyspark.sql import SparkSession
 
 bootstrap, topic, out, ckpt, mode, control = sys.argv[1:7]
+if mode != "run":
+    raise SystemExit(f"unknown MODE {mode!r} (only run)")
 spark = (SparkSession.builder.master("local[2]").appName("litemq-stream-job")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
          .getOrCreate())
@@ -26,9 +28,7 @@ spark.sparkContext.setLogLevel("ERROR")
 
 def start(trigger):
     r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest"))
-    if mode == "run":
-        r = r.option("maxOffsetsPerTrigger", "150")
+         .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "150"))
     df = r.load()
     w = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
     return w.trigger(**trigger).start()
@@ -39,23 +39,18 @@ def mark(name):
         f.write(str(time.time()))
 
 
-if mode == "drain":
-    q = start({"availableNow": True})
-    q.awaitTermination()
-    mark("drained")
-else:
-    q = start({"processingTime": "0 seconds"})
-    while sum(1 for p in q.recentProgress if p["numInputRows"]) < 2:
-        if q.exception():
-            raise q.exception()
-        time.sleep(0.2)
-    q.stop()
-    mark("stopped")
-    q = start({"processingTime": "0 seconds"})
-    mark("restarted")
-    while not os.path.exists(os.path.join(control, "stop")):
-        if q.exception():
-            raise q.exception()
-        time.sleep(0.2)
-    q.stop()
+q = start({"processingTime": "0 seconds"})
+while sum(1 for p in q.recentProgress if p["numInputRows"]) < 2:
+    if q.exception():
+        raise q.exception()
+    time.sleep(0.2)
+q.stop()
+mark("stopped")
+q = start({"processingTime": "0 seconds"})
+mark("restarted")
+while not os.path.exists(os.path.join(control, "stop")):
+    if q.exception():
+        raise q.exception()
+    time.sleep(0.2)
+q.stop()
 spark.stop()
