@@ -3,11 +3,12 @@ its own process by test_sink_exactly_once.py so that the test can SIGKILL it mid
 
     python sink_job.py BOOTSTRAP SRC DST CKPT MODE
 
-MODE ``run``: micro-batches of at most 300 offsets back to back; a Python UDF (Arrow, 10 rows
-per batch) sleeps 5 ms per row, so that a micro-batch lasts about a second and a kill can land
-inside one; runs until killed. MODE ``drain``: the same plan without the sleep,
-``Trigger.AvailableNow``, then exit 0. The UDF returns its input: the rows of a micro-batch do
-not depend on the mode, which is what exactly-once on replay relies on.
+MODE ``run`` (the only one): micro-batches of at most 300 offsets back to back; a Python UDF
+(Arrow, 10 rows per batch) sleeps 5 ms per row, so that a micro-batch lasts about a second and a
+kill can land inside one; runs until killed. The test then drains the checkpoint in its own
+SparkSession with the same plan without the sleep (``Trigger.AvailableNow``). The UDF returns its
+input: the rows of a micro-batch do not depend on the sleep, which is what exactly-once on replay
+relies on.
 """
 
 import sys
@@ -17,30 +18,29 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 bootstrap, src, dst, ckpt, mode = sys.argv[1:6]
+if mode != "run":
+    raise SystemExit(f"unknown MODE {mode!r} (only run)")
 spark = (SparkSession.builder.master("local[2]").appName("litemq-sink-job")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
          .config("spark.sql.execution.pythonUDF.arrow.enabled", "true")
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
-delay_s = 0.005 if mode == "run" else 0.0
+delay_s = 0.005
 
 
 @F.udf("binary", useArrow=True)
 def slow(v):
-    if delay_s:
-        time.sleep(delay_s)
+    time.sleep(delay_s)
     return v
 
 
 r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
-     .option("subscribe", src).option("startingOffsets", "earliest"))
-if mode == "run":
-    r = r.option("maxOffsetsPerTrigger", "300")
+     .option("subscribe", src).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300"))
 df = r.load().select("key", slow("value").alias("value"))
 w = (df.writeStream.format("litemq").option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
      .option("checkpointLocation", ckpt))
-q = w.trigger(availableNow=True).start() if mode == "drain" else w.trigger(processingTime="0 seconds").start()
+q = w.trigger(processingTime="0 seconds").start()
 q.awaitTermination()
 if q.exception() is not None:
     raise SystemExit(f"query failed: {q.exception()}")
