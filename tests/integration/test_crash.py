@@ -13,7 +13,12 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from litemq.testing.cluster import wait_for
 from litemq.testing.process import BrokerProcess
+
+ACKS_PER_ROUND = 5000
+"""Acknowledgements every partition gets after each (re)start before the next SIGKILL (the load
+keeps going at full speed: tens of thousands of records are queued in the producer at each kill)."""
 
 
 def test_sigkill_during_acks_all_load_loses_no_acked_record(tmp_path):
@@ -44,14 +49,25 @@ def test_sigkill_during_acks_all_load_loses_no_acked_record(tmp_path):
                     pass
                 producer.poll(0.0005 if i % 50 == 0 else 0)
 
+        def counts() -> list[int]:
+            with lock:
+                return [len(acked[p]) for p in range(3)]
+
+        def wait_acks(more: int, what: str) -> None:
+            """Until every partition has ``more`` acknowledgements beyond those it has now."""
+            start = counts()
+            wait_for(lambda: all(n >= s + more for n, s in zip(counts(), start)), 60,
+                     lambda: f"{more} more acks per partition {what}: {start} -> {counts()}", interval_s=0.05)
+
         t = threading.Thread(target=produce_loop, daemon=True)
         t.start()
-        for _round in range(3):
-            time.sleep(1.5)
+        for round_ in range(3):
+            # the load runs at full speed when the broker dies
+            wait_acks(ACKS_PER_ROUND, "before the SIGKILL" if round_ == 0 else f"after restart {round_}")
             broker.kill()
             time.sleep(0.3)
             broker.start()
-        time.sleep(1.5)
+        wait_acks(ACKS_PER_ROUND, "after the last restart")
         stop.set()
         t.join(30)
         assert producer.flush(60) == 0
