@@ -23,12 +23,14 @@ from tests.cluster.test_cluster_failover import CLIENT, Load, check_no_acked_los
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
+ELECTION_TIMEOUT_MS = 500
 OVERRIDES = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500",
-             "leader.imbalance.check.interval.ms": "500"}
+             "leader.imbalance.check.interval.ms": "500", "raft.election.timeout.ms": str(ELECTION_TIMEOUT_MS)}
 TOPIC = "disk"
 PARTITIONS = 1
-NO_LEADER_WINDOW_S = 8.0
-"""How long G and the recovering V are left alone (several election timeouts)."""
+NO_LEADER_WINDOW_S = 8 * ELECTION_TIMEOUT_MS / 1000
+"""How long G and the recovering V are left alone: 8 election timeouts (at least 4 randomised
+ones, up to 2x each), longer than the broker session timeout that fences L."""
 
 
 def _wipe(data_dir) -> None:
