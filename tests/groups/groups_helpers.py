@@ -61,11 +61,11 @@ class Worker:
     """One consumer_worker.py process and its event log."""
 
     def __init__(self, tmp: Path, name: str, client: str, bootstrap: str, topic: str, group: str,
-                 assignor: str = "range", instance_id: str | None = None) -> None:
+                 assignor: str = "range", instance_id: str | None = None, session_ms: int = SESSION_MS) -> None:
         self.name = name
         self.path = tmp / f"{name}.jsonl"
         args = [sys.executable, WORKER, client, bootstrap, topic, group, str(self.path), "--assignor", assignor,
-                "--session-ms", str(SESSION_MS)]
+                "--session-ms", str(session_ms)]
         if instance_id:
             args += ["--instance-id", instance_id]
         args += ["--client-id", name]

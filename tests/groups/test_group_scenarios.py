@@ -13,9 +13,13 @@ import time
 
 import pytest
 
-from groups_helpers import (SESSION_MS, BackgroundProducer, Worker, assert_delivery, assert_no_double_ownership,
+from groups_helpers import (BackgroundProducer, Worker, assert_delivery, assert_no_double_ownership,
                             committed_offsets, create_topic, end_offsets, owned_counts, stop_all, wait_until)
+from litemq.testing.process import BrokerProcess
 
+SESSION_MS = 3000
+"""The members' session timeout; the broker's ``group.min.session.timeout.ms`` (Kafka: 6000) is
+lowered to it, so a SIGKILLed member's partitions move 3 s after its last heartbeat (every 500 ms)."""
 PARTITIONS = 6
 SCENARIOS = [
     ("confluent", "range"),
@@ -25,10 +29,18 @@ SCENARIOS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def scn_broker(tmp_path_factory):
+    """One ``litemq serve`` process for the scenarios (topics and groups per test)."""
+    with BrokerProcess(tmp_path_factory.mktemp("scenarios") / "data",
+                       overrides={"group.min.session.timeout.ms": str(SESSION_MS)}) as proc:
+        yield proc
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("client,assignor", SCENARIOS, ids=[f"{c}-{a}" for c, a in SCENARIOS])
-def test_join_spread_kill_move(shared_broker, tmp_path, request, client, assignor):
-    bs = shared_broker.bootstrap_servers
+def test_join_spread_kill_move(scn_broker, tmp_path, request, client, assignor):
+    bs = scn_broker.bootstrap_servers
     topic = group = f"scn-{client}-{assignor}"
     create_topic(bs, topic, PARTITIONS)
     producer = BackgroundProducer(bs, topic, PARTITIONS)
@@ -37,7 +49,8 @@ def test_join_spread_kill_move(shared_broker, tmp_path, request, client, assigno
     # once the shared broker is gone, slowing every later test.
     request.addfinalizer(lambda: [w.proc.kill() for w in workers if w.proc.poll() is None])
     try:
-        workers = [Worker(tmp_path, f"w{i}", client, bs, topic, group, assignor) for i in range(3)]
+        workers = [Worker(tmp_path, f"w{i}", client, bs, topic, group, assignor, session_ms=SESSION_MS)
+                   for i in range(3)]
 
         def balanced(expected):
             counts, union, twice = owned_counts(workers)
@@ -48,7 +61,7 @@ def test_join_spread_kill_move(shared_broker, tmp_path, request, client, assigno
         before = {w.name: w.owned() for w in workers}
         revoked_before = sum(len(e["parts"]) for w in workers for e in w.events() if e["ev"] == "revoke")
 
-        workers.append(Worker(tmp_path, "w3", client, bs, topic, group, assignor))
+        workers.append(Worker(tmp_path, "w3", client, bs, topic, group, assignor, session_ms=SESSION_MS))
         wait_until(lambda: balanced([1, 1, 2, 2]), 45, "6 partitions spread over 4 members")
         if assignor == "cooperative-sticky":
             # Incremental rebalancing: only the partitions that moved were revoked, and every
