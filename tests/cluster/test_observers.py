@@ -45,13 +45,23 @@ def _produce(bootstrap: str, topic: str, n: int, tag: str) -> dict[tuple[int, in
 
 
 def _read_all(bootstrap: str, topic: str, expected: int) -> dict[tuple[int, int], bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000,
-                             enable_auto_commit=False)
+    """Every record of ``topic``'s partitions 0 and 1 from the beginning: until ``expected``
+    records were read and the position reached the end offset of both partitions."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
     try:
-        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        consumer.assign(tps)
         got: dict[tuple[int, int], bytes] = {}
-        wait_for(lambda: got.update({(m.partition, m.offset): m.value for m in consumer}) or len(got) >= expected,
-                 60, lambda: f"read {len(got)} of {expected}")
+
+        def read_to_end() -> bool:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.update({(m.partition, m.offset): m.value for m in records})
+            if len(got) < expected:
+                return False
+            ends = consumer.end_offsets(tps)
+            return all(consumer.position(tp) >= ends[tp] for tp in tps)
+
+        wait_for(read_to_end, 60, lambda: f"read {len(got)} of {expected}", interval_s=0)
         return got
     finally:
         consumer.close()
