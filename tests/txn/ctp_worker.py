@@ -25,10 +25,10 @@ SESSION_TIMEOUT_MS = 3000
 so a SIGKILLed worker leaves the group 3 s after its last heartbeat and the next run is assigned
 its partitions then."""
 HEARTBEAT_INTERVAL_MS = 500
-TXN_CALL_TIMEOUT_S = 10
+TXN_CALL_TIMEOUT_S = 6
 """Timeout of each blocking transactional call (seconds); a broker restarted under load answers
 its clients again within about a second."""
-TXN_WATCHDOG_MARGIN_S = 5
+TXN_WATCHDOG_MARGIN_S = 3
 """A blocking transactional call still running ``TXN_CALL_TIMEOUT_S`` + this many seconds after
 it started ends the process (exit 3) so the supervising test starts a fresh one, as an
 application's supervisor would: with librdkafka 2.16, ``send_offsets_to_transaction`` never
