@@ -33,7 +33,7 @@ def read_sequenced(bootstrap: str, topic: str, partitions: int, want: dict[int, 
     at_end: set[int] = set()
     try:
         while time.monotonic() < deadline:
-            msgs = consumer.consume(5000, 0.5)
+            msgs = consumer.consume(5000, 0.1)  # consume() waits its whole timeout unless 5000 came
             for m in msgs:
                 if m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF:
                     at_end.add(m.partition())
