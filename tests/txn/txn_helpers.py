@@ -65,7 +65,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read
     deadline = time.monotonic() + READ_TIMEOUT_S
     last = time.monotonic()
     while time.monotonic() < deadline:
-        msgs = c.consume(1000, 0.5)
+        msgs = c.consume(1000, 0.1)  # consume() waits its whole timeout unless 1000 came
         for m in msgs:
             if m.error() is not None:
                 if m.error().code() == KafkaError._PARTITION_EOF:
