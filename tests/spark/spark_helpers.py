@@ -25,7 +25,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict | None =
     left = {p for p in range(partitions) if ends[p] > starts[p]}
     deadline = time.monotonic() + timeout
     while left and time.monotonic() < deadline:
-        for m in c.consume(1000, 0.5):
+        for m in c.consume(1000, 0.1):  # consume() waits its whole timeout unless 1000 came
             if m.error():
                 continue
             p, o = m.partition(), m.offset()
@@ -52,7 +52,7 @@ def consume_to_end(bootstrap: str, topic: str, partitions: int, isolation: str =
     deadline = time.monotonic() + timeout
     try:
         while left and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
+            for m in c.consume(1000, 0.1):  # waits its whole timeout unless 1000 came
                 err = m.error()
                 if err is not None:
                     if err.code() == ck.KafkaError._PARTITION_EOF:
