@@ -45,7 +45,7 @@ def _ck_consume(bootstrap: str, topic: str, n: int) -> list[Got]:
     got: list[Got] = []
     deadline = time.monotonic() + READ_TIMEOUT_S
     while len(got) < n and time.monotonic() < deadline:
-        for m in c.consume(1000, 0.5):
+        for m in c.consume(min(1000, n - len(got)), 0.5):  # returns once the last one came
             assert m.error() is None, m.error()
             got.append(Got(m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), m.timestamp()[1]))
     c.close()

@@ -121,7 +121,7 @@ def _ck_read(bs: str, topic: str, n: int) -> list[tuple[bytes, bytes, int]]:
     got = []
     deadline = time.monotonic() + READ_TIMEOUT_S
     while len(got) < n and time.monotonic() < deadline:
-        for m in c.consume(1000, 0.5):
+        for m in c.consume(min(1000, n - len(got)), 0.5):  # returns once the last one came
             assert m.error() is None, m.error()
             got.append((m.key(), m.value(), m.timestamp()[1]))
     c.close()
