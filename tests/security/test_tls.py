@@ -60,7 +60,7 @@ def _ck_read(conf: dict, topic: str, n: int) -> list[bytes]:
     got: list[bytes] = []
     deadline = time.monotonic() + READ_TIMEOUT_S
     while len(got) < n and time.monotonic() < deadline:
-        for m in c.consume(500, 0.5):
+        for m in c.consume(min(500, n - len(got)), 0.5):  # returns once the last one came
             assert m.error() is None, m.error()
             got.append(m.value())
     c.close()
