@@ -153,7 +153,8 @@ def wait_replicas_caught_up(cluster: LocalCluster, topic: str, partitions: int, 
 # ---------------------------------------------------------------------------- a
 def test_leader_kills_and_pauses_lose_no_acked_record(tmp_path):
     topic, n = "failover", 6
-    with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
+    # new leaders within 0.5-1 s of each SIGKILL (the default election timeout is 1 s, up to 2x)
+    with LocalCluster(tmp_path, 3, {**OVERRIDES, "raft.election.timeout.ms": "500"}) as cluster:
         bs = cluster.bootstrap_servers
         create_topic(bs, topic, n)
         cluster.wait_leaders(topic, n)
