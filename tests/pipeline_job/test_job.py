@@ -109,8 +109,9 @@ def test_end_to_end_aggregates_equal_plain_count(broker, spark, tmp_path, prefix
     pd.testing.assert_frame_equal(before, load_aggregates(out, "windows"))
 
 
-def _commits(out: Path) -> int:
-    d = out / "_checkpoint" / "commits"
+def _commits(out: Path, log: str = "commits") -> int:
+    """Batches in the checkpoint's ``log``: ``commits`` (done) or ``offsets`` (planned)."""
+    d = out / "_checkpoint" / log
     return len([f for f in d.iterdir() if f.name.isdigit()]) if d.exists() else 0
 
 
@@ -143,6 +144,7 @@ def test_sigkill_mid_run_then_rerun_gives_same_aggregates(broker, spark, tmp_pat
     res = run_pipeline(bs, [re.escape(prefix) + ".*"], out, once=True, spark=spark, max_offsets_per_trigger=4000)
     assert res.batches >= 1
     assert _commits(out) > killed_at
+    assert _commits(out) == _commits(out, "offsets")   # every planned batch committed, the replayed one too
     _assert_equal_to_reference(out, {"elastic_examples_apache_logs": access_counts(access_log_path())})
     # alerts: no batch's alerts twice
     alerts = load_alerts(out)
