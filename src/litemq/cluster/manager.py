@@ -412,10 +412,18 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         return not self.peer_alive(leader)  # the leader's broker went silent: time to elect
 
     async def _maintenance_loop(self) -> None:
-        """Commit-index checkpoints (every second) and preferred-leader balancing."""
-        last_balance = self.loop.time()
+        """Commit-index checkpoints (every second) and preferred-leader balancing (every
+        ``leader.imbalance.check.interval.ms``, which may be shorter than a second)."""
+        last_balance = last_checkpoint = self.loop.time()
         while True:
-            await asyncio.sleep(1.0)
+            balance_s = self.config.leader_imbalance_check_interval_ms / 1000
+            await asyncio.sleep(min(1.0, balance_s) if self.config.auto_leader_rebalance_enable else 1.0)
+            if self.loop.time() - last_checkpoint < 1.0:
+                if self.config.auto_leader_rebalance_enable and self.loop.time() - last_balance >= balance_s:
+                    last_balance = self.loop.time()
+                    self._balance_leaders()
+                continue
+            last_checkpoint = self.loop.time()
             for g in list(self.groups.values()):
                 g.checkpoint_commit()
             self._reconcile_observers()
@@ -423,8 +431,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     and self.applied_offset >= self.meta.node.commit_index):
                 self.replaced_disk = False  # every replica of the old disk is open, recovering or not
                 await self.loop.run_in_executor(self.executor, clear_replaced_disk, Path(self.config.data_dir))
-            if (self.config.auto_leader_rebalance_enable
-                    and self.loop.time() - last_balance >= self.config.leader_imbalance_check_interval_ms / 1000):
+            if self.config.auto_leader_rebalance_enable and self.loop.time() - last_balance >= balance_s:
                 last_balance = self.loop.time()
                 self._balance_leaders()
 
