@@ -1,6 +1,7 @@
 """The broker's HTTP port: ``/metrics``, the web console and the REST API, on the broker's loop.
 
-:class:`HttpServer` is an aiohttp application started and stopped with its
+:class:`HttpServer` is an aiohttp application (:mod:`litemq.broker.http.web_app`, loaded only
+when ``http.listen`` is on) started and stopped with its
 :class:`~litemq.broker.broker.BrokerRuntime` (``http.listen``, ``litemq serve --http-listen``).
 It shares the broker's event loop, so handlers read broker state directly, and Kafka requests it
 makes run through the broker's handlers (:mod:`litemq.broker.http.inproc`).
@@ -20,32 +21,16 @@ log line and the broker keeps serving.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
 import logging
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from litemq import limits
-from litemq.broker.handlers.sasl import plain_user_sets
-from litemq.broker.http import views
-from litemq.broker.http.console import Console
 from litemq.broker.http import reassignments
 from litemq.broker.http.inproc import register_rpc_ops
-from litemq.broker.http.rest import RUNTIME_KEY, RestApi, RestError
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
-from litemq.metrics import CONTENT_TYPE
-from litemq.security.principal import KafkaPrincipal
-from litemq.security.sasl import (
-    PlainAuthenticator,
-    SaslAuthenticationException,
-    SaslCredentialsError,
-    lookup_scram,
-)
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from litemq.broker.http.runtime import HttpRuntime
 
 log = logging.getLogger(__name__)
@@ -81,45 +66,6 @@ def anonymous_kafka_access(config) -> bool:
     return False
 
 
-async def authenticate(runtime: "HttpRuntime", header: str | None) -> KafkaPrincipal | None:
-    """The principal an ``Authorization`` header proves: None without a Basic header.
-
-    The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is, once per distinct
-    PLAIN JAAS user map of the listeners (:func:`plain_user_sets`): against its users, then SCRAM
-    credentials (PBKDF2 in the broker's thread pool); one listener accepting is enough.
-
-    Raises:
-        RestError(401): a malformed Basic header, or a wrong user name or password.
-    """
-    if not header or header[:6].lower() != "basic ":
-        return None
-    try:
-        user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")
-    except (binascii.Error, ValueError):
-        raise RestError(401, "Authorization: Basic needs base64 of user:password") from None
-    if not sep or not user or "\0" in user or "\0" in password:
-        raise RestError(401, "Authorization: Basic needs base64 of user:password")
-    try:
-        user_sets = plain_user_sets(runtime.config)
-    except ValueError:
-        user_sets = [{}]
-    token = f"\0{user}\0{password}".encode()
-
-    def check() -> bool:
-        for users in user_sets:
-            auth = PlainAuthenticator(users, lambda name, mechanism: lookup_scram(runtime, name, mechanism))
-            try:
-                auth.evaluate(token)
-            except (SaslAuthenticationException, SaslCredentialsError):
-                continue
-            return True
-        return False
-
-    if not await asyncio.get_running_loop().run_in_executor(runtime.executor, check):
-        raise RestError(401, "Authentication failed: Invalid username or password")
-    return KafkaPrincipal("User", user)
-
-
 class HttpServer:
     """One broker's HTTP port (see the module docstring).
 
@@ -152,14 +98,6 @@ class HttpServer:
             host = "127.0.0.1"
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
-    def _app(self) -> web.Application:
-        app = web.Application(client_max_size=limits.HTTP_MAX_REQUEST_BODY_BYTES, middlewares=[self._middleware])
-        app[RUNTIME_KEY] = self.runtime
-        app.add_routes([web.get("/metrics", self.metrics)])
-        app.add_routes(Console(self.runtime).routes())
-        app.add_routes(RestApi(self.runtime).routes())
-        return app
-
     async def start(self) -> None:
         """Bind and serve (nothing when off). A busy *default* address logs a warning and leaves
         the port off; any other bind failure raises OSError naming ``http.listen``."""
@@ -167,8 +105,13 @@ class HttpServer:
         reassignments.register_rpc_ops(self.runtime)
         if self.endpoint is None:
             return
+        from aiohttp import web  # only a broker that serves HTTP loads aiohttp (~0.2 s of CPU)
+
+        from litemq.broker.http.web_app import build_app
+
         host, port = self.endpoint
-        runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(build_app(self.runtime, self.anonymous_allowed), access_log=None,
+                               handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, host or None, port, reuse_address=True, backlog=128)
         try:
@@ -192,35 +135,3 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        await views.refresh_group_lag(self.runtime)
-        return web.Response(body=self.runtime.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
-
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler):
-        route = request.match_info.route.resource
-        template = route.canonical if route is not None else "other"
-        json_errors = request.path.startswith(("/v3", "/console/api"))
-        try:
-            principal = await authenticate(self.runtime, request.headers.get("Authorization"))
-            if principal is not None:
-                request["principal"] = principal
-            elif json_errors and not self.anonymous_allowed:
-                raise RestError(401, "this broker's Kafka listeners require authentication: send "
-                                     "Authorization: Basic (a SASL/PLAIN or SCRAM user)")
-            response = await handler(request)
-        except RestError as exc:
-            response = exc.response()
-            if exc.status == 401:
-                response.headers["WWW-Authenticate"] = 'Basic realm="LiteMQ", charset="UTF-8"'
-        except web.HTTPException as exc:
-            if not json_errors or exc.status < 400:
-                self.runtime.metrics.on_http(request.method, template, exc.status)
-                raise
-            response = web.json_response({"error_code": exc.status, "message": exc.reason}, status=exc.status)
-        except Exception as exc:  # a handler bug must not take the broker down
-            log.exception("HTTP %s %s failed", request.method, request.path)
-            response = web.json_response({"error_code": 500, "message": f"internal error: {exc}"}, status=500)
-        self.runtime.metrics.on_http(request.method, template, response.status)
-        return response

@@ -137,7 +137,7 @@ def _int_param(request: web.Request, name: str, default: int | None, lo: int, hi
 
 def caller_of(request: web.Request) -> HttpCaller:
     """The principal of an HTTP request (``User:ANONYMOUS``, or the user HTTP Basic
-    authentication proved, see :func:`litemq.broker.http.app.authenticate`) and its address."""
+    authentication proved, see :func:`litemq.broker.http.web_app.authenticate`) and its address."""
     return HttpCaller(request.app[RUNTIME_KEY], request.get("principal", ANONYMOUS), client_host=request.remote or "?")
 
 
