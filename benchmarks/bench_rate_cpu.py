@@ -22,6 +22,7 @@ import argparse
 import collections
 import os
 import pathlib
+import subprocess
 import tempfile
 import time
 
@@ -69,8 +70,10 @@ def _snapshot(pids: list[int]) -> dict:
             "ctx": [_ctx_switches(p) for p in pids], "me": os.times()}
 
 
-def run(rate: int, seconds: float, rf: int) -> str:
-    """One run on a fresh cluster; returns the result line."""
+def run(rate: int, seconds: float, rf: int, py_spy: str | None = None) -> str:
+    """One run on a fresh cluster; returns the result line. With ``py_spy`` (a directory),
+    each broker is sampled by ``py-spy record`` during the run (collapsed stacks,
+    ``<dir>/node-<id>.txt``; summarise with ``benchmarks/py_spy_top.py``)."""
     with LocalCluster(pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-")), 3) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf)], operation_timeout=15)["t"].result(30)
@@ -92,6 +95,14 @@ def run(rate: int, seconds: float, rf: int) -> str:
         latencies.clear()
         pids = [c.node(n).proc.pid for n in c.node_ids]
         msgs0 = sum(c.status(n).get("raft_messages_received", 0) for n in c.node_ids)
+        spies = []
+        if py_spy:
+            os.makedirs(py_spy, exist_ok=True)
+            spies = [subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--gil",
+                                       "--duration", str(int(seconds)), "--output",
+                                       os.path.join(py_spy, f"node-{n}.txt")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for n, pid in zip(c.node_ids, pids)]
         before = _snapshot(pids)
         t0 = time.monotonic()
         n = 0
@@ -103,6 +114,8 @@ def run(rate: int, seconds: float, rf: int) -> str:
             p.poll(0.001)
         left = p.flush(30)
         after = _snapshot(pids)
+        for spy in spies:
+            spy.wait(30)
         msgs1 = sum(c.status(n).get("raft_messages_received", 0) for n in c.node_ids)
     acked = len(latencies)
     if not acked:
@@ -135,10 +148,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="duration of each run")
     ap.add_argument("--rf", type=int, default=3, help="replication factor of the topic")
     ap.add_argument("--repeat", type=int, default=1, help="runs per rate")
+    ap.add_argument("--py-spy", metavar="DIR", help="sample the brokers with py-spy into DIR (adds CPU)")
     args = ap.parse_args()
     for _ in range(args.repeat):
         for rate in args.rate or [1000, 2000]:
-            print(run(rate, args.seconds, args.rf), flush=True)
+            print(run(rate, args.seconds, args.rf, args.py_spy), flush=True)
 
 
 if __name__ == "__main__":
