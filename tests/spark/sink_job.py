@@ -6,16 +6,16 @@ its own process by test_sink_exactly_once.py so that the test can SIGKILL it mid
 MODE ``run`` (the only one): micro-batches of at most 300 offsets back to back; a Python UDF
 (Arrow, 10 rows per batch) sleeps 5 ms per row, so that a micro-batch lasts about a second and a
 kill can land inside one; runs until killed. The test then drains the checkpoint in its own
-SparkSession with the same plan without the sleep (``Trigger.AvailableNow``). The UDF returns its
+SparkSession with the same plan (job_plans.py) without the sleep (``Trigger.AvailableNow``). The UDF returns its
 input: the rows of a micro-batch do not depend on the sleep, which is what exactly-once on replay
 relies on.
 """
 
 import sys
-import time
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+
+from job_plans import sink_plan
 
 bootstrap, src, dst, ckpt, mode = sys.argv[1:6]
 if mode != "run":
@@ -26,21 +26,8 @@ spark = (SparkSession.builder.master("local[2]").appName("litemq-sink-job")
          .config("spark.sql.execution.pythonUDF.arrow.enabled", "true")
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
-delay_s = 0.005
-
-
-@F.udf("binary", useArrow=True)
-def slow(v):
-    time.sleep(delay_s)
-    return v
-
-
-r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
-     .option("subscribe", src).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300"))
-df = r.load().select("key", slow("value").alias("value"))
-w = (df.writeStream.format("litemq").option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
-     .option("checkpointLocation", ckpt))
-q = w.trigger(processingTime="0 seconds").start()
+q = sink_plan(spark, bootstrap, src, dst, ckpt, delay_s=0.005,
+              max_offsets_per_trigger=300).trigger(processingTime="0 seconds").start()
 q.awaitTermination()
 if q.exception() is not None:
     raise SystemExit(f"query failed: {q.exception()}")

@@ -5,7 +5,8 @@
 MODE ``run``: stream TOPIC -> parquet OUT (checkpoint CKPT), micro-batches of at most 150
 offsets back to back; after 2 committed batches stop the query gracefully and start it again
 from the checkpoint (restart), then run until killed or until CONTROL_DIR/stop exists. (The test
-drains the checkpoint with Trigger.AvailableNow in its own SparkSession.)
+drains the checkpoint with Trigger.AvailableNow in its own SparkSession, with the same plan:
+job_plans.py.)
 
 It never imports ``litemq.spark``: ``format("litemq")`` must be found by PySpark's automatic
 lookup of the ``pyspark_litemq`` module.
@@ -17,6 +18,8 @@ import time
 
 from pyspark.sql import SparkSession
 
+from job_plans import stream_plan
+
 bootstrap, topic, out, ckpt, mode, control = sys.argv[1:7]
 if mode != "run":
     raise SystemExit(f"unknown MODE {mode!r} (only run)")
@@ -27,11 +30,7 @@ spark.sparkContext.setLogLevel("ERROR")
 
 
 def start(trigger):
-    r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "150"))
-    df = r.load()
-    w = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
-    return w.trigger(**trigger).start()
+    return stream_plan(spark, bootstrap, topic, out, ckpt, max_offsets_per_trigger=150).trigger(**trigger).start()
 
 
 def mark(name):

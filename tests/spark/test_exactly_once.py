@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from job_plans import stream_plan
 from spark_helpers import consume_all, run_available_now
 
 JOB = os.path.join(os.path.dirname(__file__), "stream_job.py")
@@ -89,9 +90,7 @@ def test_exactly_once_across_stop_restart_and_kill(spark, broker, tmp_path):
     t.join(60)
     log.close()
     # restart from the checkpoint in this process's session (stream_job.py's plan), to the end
-    run_available_now(spark.readStream.format("litemq").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                      .option("subscribe", topic).option("startingOffsets", "earliest").load()
-                      .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt))
+    run_available_now(stream_plan(spark, broker.bootstrap_servers, topic, out, ckpt))
     print(f"produced {produced[0]} records in {time.monotonic() - t0:.0f} s")
     rows = [(r.partition, r.offset, bytes(r.key), bytes(r.value))
             for r in spark.read.parquet(out).select("partition", "offset", "key", "value").collect()]

@@ -21,6 +21,7 @@ import confluent_kafka as ck
 import pytest
 
 from litemq.spark.transactional import MARKER_TOPIC, marker_group
+from job_plans import sink_plan
 from spark_helpers import consume_to_end, run_available_now
 
 JOB = os.path.join(os.path.dirname(__file__), "sink_job.py")
@@ -124,18 +125,9 @@ def test_sink_exactly_once_across_sigkill_mid_batch_and_restart(spark, broker, t
     assert any(x <= killed_in for x in at_kill), at_kill      # another one had not
     print(f"killed in batch {killed_in}; markers {at_kill}")
     log.close()
-    # restart from the checkpoint in this process's session: sink_job.py's plan, Trigger.AvailableNow
-    from pyspark.sql import functions as F
-
-    @F.udf("binary", useArrow=True)
-    def slow(v):  # sink_job.py's UDF without its sleep: the rows of a micro-batch stay the same
-        return v
-
-    run_available_now(spark.readStream.format("litemq").option("kafka.bootstrap.servers", bs)
-                      .option("subscribe", src).option("startingOffsets", "earliest").load()
-                      .select("key", slow("value").alias("value"))
-                      .writeStream.format("litemq").option("kafka.bootstrap.servers", bs).option("topic", dst)
-                      .option("checkpointLocation", ckpt))
+    # restart from the checkpoint in this process's session: sink_job.py's plan without the
+    # UDF's sleep (the rows of a micro-batch stay the same), Trigger.AvailableNow
+    run_available_now(sink_plan(spark, bs, src, dst, ckpt))
     assert all(x >= killed_in + 1 for x in markers.get())  # every partition has the replayed batch done
     markers.close()
     want = Counter(f"v{i}".encode() for i in range(RECORDS))
