@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.testing.cluster import LocalCluster
+from litemq.testing.process import BrokerProcess
 
 PARTITIONS = 6
 RECORD = b"x" * 100
@@ -70,11 +71,38 @@ def _snapshot(pids: list[int]) -> dict:
             "ctx": [_ctx_switches(p) for p in pids], "me": os.times()}
 
 
-def run(rate: int, seconds: float, rf: int, py_spy: str | None = None) -> str:
-    """One run on a fresh cluster; returns the result line. With ``py_spy`` (a directory),
-    each broker is sampled by ``py-spy record`` during the run (collapsed stacks,
-    ``<dir>/node-<id>.txt``; summarise with ``benchmarks/py_spy_top.py``)."""
-    with LocalCluster(pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-")), 3) as c:
+class _Single:
+    """One broker without ``--peers`` (no Raft) in the shape of a LocalCluster for :func:`run`."""
+
+    def __init__(self, data_dir: pathlib.Path) -> None:
+        self.broker = BrokerProcess(data_dir)
+        self.node_ids = [1]
+
+    def __enter__(self) -> "_Single":
+        self.broker.__enter__()
+        self.bootstrap_servers = self.broker.bootstrap_servers
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.broker.__exit__(*exc)
+
+    def wait_leaders(self, topic: str, partitions: int) -> None:
+        pass
+
+    def node(self, node_id: int) -> BrokerProcess:
+        return self.broker
+
+    def status(self, node_id: int) -> dict:
+        return {}
+
+
+def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False) -> str:
+    """One run on a fresh cluster (or, ``single``, one broker without ``--peers``); returns the
+    result line. With ``py_spy`` (a directory), each broker is sampled by ``py-spy record``
+    during the run (collapsed stacks, ``<dir>/node-<id>.txt``; summarise with
+    ``benchmarks/py_spy_top.py``)."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-"))
+    with (_Single(base) if single else LocalCluster(base, 3)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf)], operation_timeout=15)["t"].result(30)
         c.wait_leaders("t", PARTITIONS)
@@ -132,7 +160,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None) -> str:
     inv = sum(a[1] - b[1] for a, b in zip(after["ctx"], before["ctx"]))
     me0, me1 = before["me"], after["me"]
     client = (me1.user - me0.user) + (me1.system - me0.system)
-    return (f"rf{rf} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
+    return (f"{'single broker' if single else f'rf{rf}'} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
             f"p50 {latencies[acked // 2] * 1000:.1f} ms p99 {latencies[int(acked * .99)] * 1000:.1f} ms "
             f"max {latencies[-1] * 1000:.1f} ms; brokers {(user + system) * per:.0f} us/record "
             f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
@@ -148,11 +176,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="duration of each run")
     ap.add_argument("--rf", type=int, default=3, help="replication factor of the topic")
     ap.add_argument("--repeat", type=int, default=1, help="runs per rate")
+    ap.add_argument("--single", action="store_true", help="one broker without --peers (RF 1, no Raft)")
     ap.add_argument("--py-spy", metavar="DIR", help="sample the brokers with py-spy into DIR (adds CPU)")
     args = ap.parse_args()
     for _ in range(args.repeat):
         for rate in args.rate or [1000, 2000]:
-            print(run(rate, args.seconds, args.rf, args.py_spy), flush=True)
+            print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single), flush=True)
 
 
 if __name__ == "__main__":
