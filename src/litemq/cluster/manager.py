@@ -418,10 +418,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         while True:
             balance_s = self.config.leader_imbalance_check_interval_ms / 1000
             await asyncio.sleep(min(1.0, balance_s) if self.config.auto_leader_rebalance_enable else 1.0)
-            if self.loop.time() - last_checkpoint < 1.0:
-                if self.config.auto_leader_rebalance_enable and self.loop.time() - last_balance >= balance_s:
-                    last_balance = self.loop.time()
-                    self._balance_leaders()
+            if self.config.auto_leader_rebalance_enable and self.loop.time() - last_balance >= balance_s:
+                last_balance = self.loop.time()
+                self._balance_leaders()
+            if self.loop.time() - last_checkpoint < 0.99:  # (asyncio may wake a sleep a hair early)
                 continue
             last_checkpoint = self.loop.time()
             for g in list(self.groups.values()):
@@ -431,9 +431,6 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     and self.applied_offset >= self.meta.node.commit_index):
                 self.replaced_disk = False  # every replica of the old disk is open, recovering or not
                 await self.loop.run_in_executor(self.executor, clear_replaced_disk, Path(self.config.data_dir))
-            if self.config.auto_leader_rebalance_enable and self.loop.time() - last_balance >= balance_s:
-                last_balance = self.loop.time()
-                self._balance_leaders()
 
     # ================================================================== metadata group
     def _on_meta_ready(self, rd: Ready) -> None:
