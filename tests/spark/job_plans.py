@@ -12,13 +12,20 @@ from __future__ import annotations
 import time
 
 
-def stream_plan(spark, bootstrap: str, topic: str, out: str, ckpt: str, max_offsets_per_trigger: int | None = None):
-    """stream_job.py: ``format("litemq")`` TOPIC -> parquet OUT, checkpoint CKPT."""
+def _source(spark, bootstrap: str, topic: str, max_offsets_per_trigger: int | None):
+    """``format("litemq")`` TOPIC from the earliest offsets, at most ``max_offsets_per_trigger``
+    offsets per micro-batch (None: no bound) -> DataFrame."""
     r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
          .option("subscribe", topic).option("startingOffsets", "earliest"))
     if max_offsets_per_trigger is not None:
         r = r.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return r.load().writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+    return r.load()
+
+
+def stream_plan(spark, bootstrap: str, topic: str, out: str, ckpt: str, max_offsets_per_trigger: int | None = None):
+    """stream_job.py: ``format("litemq")`` TOPIC -> parquet OUT, checkpoint CKPT."""
+    return (_source(spark, bootstrap, topic, max_offsets_per_trigger)
+            .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt))
 
 
 def sink_plan(spark, bootstrap: str, src: str, dst: str, ckpt: str, delay_s: float = 0.0,
@@ -34,10 +41,6 @@ def sink_plan(spark, bootstrap: str, src: str, dst: str, ckpt: str, delay_s: flo
             time.sleep(delay_s)
         return v
 
-    r = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", src).option("startingOffsets", "earliest"))
-    if max_offsets_per_trigger is not None:
-        r = r.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return (r.load().select("key", slow("value").alias("value"))
+    return (_source(spark, bootstrap, src, max_offsets_per_trigger).select("key", slow("value").alias("value"))
             .writeStream.format("litemq").option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
             .option("checkpointLocation", ckpt))
