@@ -10,7 +10,8 @@ import pytest
 from litemq.coordinator.records import partition_for
 from litemq.testing.cluster import LocalCluster
 from tests.txn.ctp_worker import SESSION_TIMEOUT_MS
-from tests.txn.txn_helpers import Worker, assert_exactly_once, create_topics, name, produce_input, read_all
+from tests.txn.txn_helpers import (Worker, assert_exactly_once, create_topics, explain_missing, name, produce_input,
+                                  read_all)
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -39,4 +40,8 @@ def test_consume_transform_produce_through_coordinator_and_leader_sigkill(tmp_pa
         w.wait_progress(w.committed_count() + 2, 120)
         cluster.restart(leader)
         w.run_to_completion(240)
-        assert_exactly_once(keys, read_all(bs, out, 3, expect=len(keys)))
+        got = read_all(bs, out, 3, expect=len(keys))
+        try:
+            assert_exactly_once(keys, got)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{explain_missing(bs, out, 3, got, keys, [tmp_path])}") from None

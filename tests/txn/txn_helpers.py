@@ -95,6 +95,30 @@ def assert_exactly_once(input_keys: list[bytes], output) -> None:
         assert m.value() == b"v" + m.key()[1:] + b"|out", (m.key(), m.value())
 
 
+def explain_missing(bootstrap: str, topic: str, partitions: int, output, input_keys: list[bytes],
+                    log_dirs: list[Path]) -> str:
+    """Evidence for a failed exactly-once check, for the assertion message: where the missing
+    keys are when read uncommitted (written but aborted or hidden, or never written), the
+    workers' lines other than progress, and the brokers' transaction lines and warnings."""
+    seen = {m.key() for m in output}
+    missing = {k for k in input_keys if k not in seen}
+    lines = [f"{len(missing)} keys missing"]
+    if missing:
+        raw = read_all(bootstrap, topic, partitions, isolation="read_uncommitted", idle_s=2)
+        found = [(m.key(), m.partition(), m.offset()) for m in raw if m.key() in missing]
+        lines.append(f"read_uncommitted has {len(found)} records of them, e.g. {sorted(found)[:10]}")
+    for d in log_dirs:
+        for f in sorted(d.glob("worker-*.log")) + sorted(d.glob("**/broker.log")):
+            text = f.read_text(errors="replace").splitlines()
+            keep = [ln for ln in text if not ln.startswith(("committed", "aborted"))
+                    and ("FAIL|" not in ln)
+                    and (f.name != "broker.log" or any(w in ln for w in (
+                        "transaction", "marker", "fenc", "WARNING", "ERROR", "leader")))]
+            lines.append(f"--- {f.relative_to(d)} ({len(text)} lines, {len(keep)} kept)")
+            lines.extend(keep[-40:])
+    return "\n".join(lines)
+
+
 class Worker:
     """One :mod:`tests.txn.ctp_worker` child process."""
 
