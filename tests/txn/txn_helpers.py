@@ -107,6 +107,9 @@ def explain_missing(bootstrap: str, topic: str, partitions: int, output, input_k
         raw = read_all(bootstrap, topic, partitions, isolation="read_uncommitted", idle_s=2)
         found = [(m.key(), m.partition(), m.offset()) for m in raw if m.key() in missing]
         lines.append(f"read_uncommitted has {len(found)} records of them, e.g. {sorted(found)[:10]}")
+        lines.append(f"(low, high) per partition, read_committed (LSO) / read_uncommitted (HW): "
+                     f"{_watermarks(bootstrap, topic, partitions, 'read_committed')} / "
+                     f"{_watermarks(bootstrap, topic, partitions, 'read_uncommitted')}")
     for d in log_dirs:
         for f in sorted(d.glob("worker-*.log")) + sorted(d.glob("**/broker.log")):
             text = f.read_text(errors="replace").splitlines()
@@ -117,6 +120,18 @@ def explain_missing(bootstrap: str, topic: str, partitions: int, output, input_k
             lines.append(f"--- {f.relative_to(d)} ({len(text)} lines, {len(keep)} kept)")
             lines.extend(keep[-40:])
     return "\n".join(lines)
+
+
+def _watermarks(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[tuple[int, int]]:
+    """ListOffsets earliest/latest of every partition as a consumer of ``isolation`` sees them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": name("wm"), "isolation.level": isolation,
+                  "log_level": 3})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, i), timeout=10) for i in range(partitions)]
+    finally:
+        c.close()
 
 
 class Worker:
