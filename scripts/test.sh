@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/activate.sh
-exec python3 -m pytest -q -p no:cacheprovider "$@"
+# Two pytest-xdist workers: one runs the heavy tests (Spark, clusters, faults) one after another,
+# the other the rest (tests/conftest.py groups them); LITEMQ_TEST_WORKERS=0 runs in one process.
+exec python3 -m pytest -q -p no:cacheprovider -n "${LITEMQ_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -13,14 +13,14 @@ The module-level helpers (:func:`cluster_args`, :func:`join_args`, :func:`ask_st
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from litemq.testing.process import HARNESS_OVERRIDES, BrokerProcess, distinct_free_port
+from litemq.testing.process import (HARNESS_OVERRIDES, BrokerProcess, claim_ports, distinct_free_port, port_is_free,
+                                    worker_port_range)
 
 HOST = "127.0.0.1"
 STATUS_TIMEOUT_S = 1.0
@@ -65,33 +65,20 @@ def join_args(node_id: int, rpc_port: int, join_rpc_ports: Iterable[int], host: 
             "--join", ",".join(f"{host}:{p}" for p in join_rpc_ports)]
 
 
-def port_is_free(port: int, host: str = HOST) -> bool:
-    """True when a listener could bind ``host:port`` right now.
-
-    The probe sets SO_REUSEADDR, as every LiteMQ listener does (asyncio's ``create_server``), so
-    connections of a stopped broker lingering in TIME-WAIT do not count as "in use"; a socket
-    listening on the port does (Linux refuses that bind even with SO_REUSEADDR)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_base_port(n: int, rpc_offset: int = 100, lo: int = 15000, hi: int = 32000) -> int:
     """A base port B with B..B+n-1 and B+rpc_offset..B+rpc_offset+n-1 all free a moment ago
-    (looked for below Linux's usual ephemeral range, 32768 up, which outgoing connections use).
+    (looked for below Linux's usual ephemeral range, 32768 up, which outgoing connections use;
+    in a parallel test run, in this worker's :func:`worker_port_range`).
 
     Raises:
         RuntimeError: no such block found after 200 tries.
     """
     import random
 
+    lo, hi = worker_port_range() or (lo, hi)
     for _ in range(200):
         base = random.randrange(lo, hi - rpc_offset - n)
-        if all(port_is_free(base + i) and port_is_free(base + rpc_offset + i) for i in range(n)):
+        if claim_ports([base + i for i in range(n)] + [base + rpc_offset + i for i in range(n)]):
             return base
     raise RuntimeError(f"no block of {n} free ports (+{rpc_offset}) found in {lo}..{hi}")
 

@@ -7,7 +7,9 @@ own fault tests and available to users who want a broker in a separate process.
 
 from __future__ import annotations
 
+import collections
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,11 +28,69 @@ own test configs (``TestUtils.createBrokerConfig``) and its shipped ``config/ser
 ``litemq serve`` and ``litemq.Broker()`` keep Kafka's default."""
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+TEST_PORT_RANGE = (10000, 32000)
+"""Ports the test processes of a parallel run (pytest-xdist) pick from, below Linux's usual
+ephemeral range (32768 up, which the kernel gives outgoing connections and ``bind(0)``)."""
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=512)
+"""Ports this process handed out lately: a port picked but not yet bound by its broker looks
+free, so it is not picked again."""
+
+
+def worker_port_range() -> tuple[int, int] | None:
+    """This pytest-xdist worker's own slice ``[lo, hi)`` of :data:`TEST_PORT_RANGE`, or None
+    outside a parallel run. Workers never pick the same port, so one worker's broker cannot
+    take the port another worker's broker is about to bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return None
+    lo, hi = TEST_PORT_RANGE
+    size = (hi - lo) // count
+    index = int(worker[2:]) % count
+    return lo + index * size, lo + (index + 1) * size
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """True when a listener could bind ``host:port`` right now.
+
+    The probe sets SO_REUSEADDR, as every LiteMQ listener does (asyncio's ``create_server``), so
+    connections of a stopped broker lingering in TIME-WAIT do not count as "in use"; a socket
+    listening on the port does (Linux refuses that bind even with SO_REUSEADDR)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def claim_ports(ports: list[int]) -> bool:
+    """Whether every one of ``ports`` is free and not handed out lately; if so they are
+    remembered as handed out."""
+    if any(p in _RECENT_PORTS for p in ports) or not all(port_is_free(p) for p in ports):
+        return False
+    _RECENT_PORTS.extend(ports)
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago: the kernel's pick (``bind(0)``), or
+    in a parallel test run one from this worker's :func:`worker_port_range`.
+
+    Raises:
+        RuntimeError: a parallel run's worker found no free port in 1000 tries.
+    """
+    rng = worker_port_range()
+    if rng is None:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            return s.getsockname()[1]
+    for _ in range(1000):
+        port = random.randrange(*rng)
+        if claim_ports([port]):
+            return port
+    raise RuntimeError(f"no free port in {rng[0]}..{rng[1]}")
 
 
 def distinct_free_port(taken: set[int]) -> int:
