@@ -53,6 +53,11 @@ class Load:
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5, "message.timeout.ms": 120000, **CLIENT})
         self.acked: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+        self.acked_without_offset: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        """Sequences acknowledged with no offset: librdkafka acknowledges the records of a batch
+        whose own answer was lost (a leader killed or paused) once a later batch of the
+        idempotent producer is acknowledged (``rd_kafka_msgq_move_acked``), and then knows no
+        offset for them. They are checked by sequence."""
         self.failed: list[str] = []
         self.sent = 0
         self._lock = threading.Lock()
@@ -65,7 +70,10 @@ class Load:
             return
         p, seq = msg.value().decode().split(":")
         with self._lock:
-            self.acked[int(p)].append((msg.offset(), int(seq)))
+            if msg.offset() is None:
+                self.acked_without_offset[int(p)].append(int(seq))
+            else:
+                self.acked[int(p)].append((msg.offset(), int(seq)))
 
     def _run(self) -> None:
         seq = [0] * self.partitions
@@ -98,7 +106,14 @@ class Load:
 
     def counts(self) -> list[int]:
         with self._lock:
-            return [len(self.acked[p]) for p in range(self.partitions)]
+            return [len(self.acked[p]) + len(self.acked_without_offset[p]) for p in range(self.partitions)]
+
+    def acked_offsets(self, p: int, read: list[tuple[int, int]]) -> list[int]:
+        """The offsets of partition ``p``'s acknowledged records, sorted: those the producer was
+        told, and where ``read`` (``[(offset, seq)]``) holds the ones acknowledged without one."""
+        at = {s: o for o, s in read}
+        with self._lock:
+            return sorted([o for o, _ in self.acked[p]] + [at[s] for s in self.acked_without_offset[p] if s in at])
 
     def wait_progress(self, more: int = 10, timeout_s: float = 30.0, what: str = "") -> None:
         """Wait until every partition has ``more`` acknowledgements beyond those it has now."""
@@ -123,6 +138,8 @@ def check_no_acked_loss(load: Load, read: dict[int, list[tuple[int, int]]]) -> N
         assert not lost, f"partition {p}: {len(lost)} of {len(acked)} acknowledged records lost, first {lost[:5]}"
         moved = [(o, s, at[o]) for o, s in acked if at[o] != s]
         assert not moved, f"partition {p}: acknowledged offsets hold other records (offset, acked, read): {moved[:5]}"
+        unread = sorted(set(load.acked_without_offset[p]) - set(seqs))
+        assert not unread, f"partition {p}: {len(unread)} records acknowledged without an offset lost, first {unread[:5]}"
 
 
 def wait_replicas_caught_up(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 30.0) -> None:

@@ -136,7 +136,7 @@ def test_leader_changes_take_no_kafka_offset(tmp_path):
             assert offsets == list(range(len(offsets))), \
                 f"partition {p}: offsets are not 0..{len(offsets) - 1} (first gaps at " \
                 f"{[o for i, o in enumerate(offsets) if o != i][:5]})"
-            assert sorted(o for o, _ in load.acked[p]) == offsets, f"partition {p}: read offsets != acknowledged ones"
+            assert load.acked_offsets(p, read[p]) == offsets, f"partition {p}: read offsets != acknowledged ones"
             _, start, hw, leo, raft_leo = views[p][0]
             assert (start, hw, leo) == (0, len(offsets), len(offsets)), views[p]
             assert _list_offsets(bs, topic, p) == (0, len(offsets))
@@ -292,6 +292,8 @@ def test_transactions_across_leader_changes_only_markers_take_offsets(tmp_path):
         assert {t for t, o in txns.outcome.items() if o == "commit"} & set(by_txn) <= seen_committed
         acked = {o for o, _ in load.acked[p]}
         assert acked <= {o for o, _ in read[p]}, f"partition {p}: acknowledged idempotent records missing"
+        assert {f"{p}:{s}" for s in load.acked_without_offset[p]} <= {v for _, v in read[p]}, \
+            f"partition {p}: idempotent records acknowledged without an offset missing"
     assert gained >= LEADER_CHANGES
     assert internal_total > 0, "no Raft-internal batch was written: the test exercised nothing"
     print(f"\n{gained} leader epochs, {len(txns.outcome)} transactions "
