@@ -21,15 +21,17 @@ def shared_broker(tmp_path_factory):
         yield proc
 
 
-HEAVY_DIRS = ("tests/cluster/", "tests/spark/", "tests/pipeline_job/")
-"""Tests that start Spark or 3-5 broker clusters with faults; with the ``slow`` ones elsewhere
-they form one group, run one after another by one pytest-xdist worker."""
+HEAVY_DIRS = ("tests/cluster/", "tests/spark/", "tests/pipeline_job/", "tests/groups/", "tests/txn/")
+"""Tests that start Spark, 3-5 broker clusters with faults, or groups of client processes whose
+heartbeats and session timeouts must keep up (consumer groups, share groups, transactions);
+with the ``slow`` ones elsewhere they form one group, run one after another by one
+pytest-xdist worker."""
 
 
 def pytest_collection_modifyitems(config, items):
     """Groups for ``pytest -n N --dist loadgroup`` (scripts/test.sh): every heavy test (Spark,
-    clusters, fault injection: :data:`HEAVY_DIRS` and the ``slow`` marker) in one group, so no
-    two of them share the machine's cores at once, and every other test file in its own group,
+    clusters, fault injection, client groups: :data:`HEAVY_DIRS` and the ``slow`` marker) in one
+    group, so no two of them share the machine's cores at once, and every other test file in its own group,
     so a module's shared broker is started once. Without pytest-xdist the marks do nothing."""
     for item in items:
         path = item.nodeid.split("::")[0]
