@@ -36,7 +36,8 @@ from litemq.cli.common import CliError, console, make_table, parse_kv
 from litemq.cluster.quorum import directory_uuid, directory_id_text
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.limits import VOTER_CHANGE_MAX_TIMEOUT_MS, VOTER_CHANGE_TIMEOUT_MS
-from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, port_is_free, wait_cluster_ready
+from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, wait_cluster_ready
+from litemq.testing.process import port_is_free
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = "litemq-cluster"

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from litemq.testing.process import (HARNESS_OVERRIDES, BrokerProcess, claim_ports, distinct_free_port, port_is_free,
-                                    worker_port_range)
+from litemq.testing.process import HARNESS_OVERRIDES, BrokerProcess, claim_ports, distinct_free_port, worker_port_range
 
 HOST = "127.0.0.1"
 STATUS_TIMEOUT_S = 1.0
