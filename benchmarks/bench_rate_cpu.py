@@ -7,7 +7,11 @@ prints, per run: p50/p99/max of librdkafka's per-message latency; the three brok
 acknowledged record from ``/proc/<pid>/stat`` (user and system), split into the event-loop
 thread (``main``: the thread whose id is the process id) and every other thread (``other``: the
 fsync thread); the benchmark process's own CPU per record; Raft messages received per record
-(the brokers' status RPC); voluntary and involuntary context switches per record.
+(the brokers' status RPC); voluntary and involuntary context switches per record; and, from the
+brokers' ``/metrics`` (``litemq_sync_*``), the fsync thread's jobs per record and their mean
+wait for the thread, run time (the fsync) and hand-back to the event loop. ``--topic-config
+K=V`` sets topic configs (``flush.messages=9223372036854775807``: Kafka's default, no fsync -
+what the replication path costs without durability).
 
 At a rate the machine can sustain without queueing (1000 msg/s on 2 cores) nearly every record
 is its own request, Raft entry and Ready, so CPU per record is the unbatched cost; near
@@ -25,6 +29,7 @@ import pathlib
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -75,7 +80,7 @@ class _Single:
     """One broker without ``--peers`` (no Raft) in the shape of a LocalCluster for :func:`run`."""
 
     def __init__(self, data_dir: pathlib.Path) -> None:
-        self.broker = BrokerProcess(data_dir)
+        self.broker = BrokerProcess(data_dir, http_port=0)
         self.node_ids = [1]
 
     def __enter__(self) -> "_Single":
@@ -95,16 +100,36 @@ class _Single:
     def status(self, node_id: int) -> dict:
         return {}
 
+    def http_url(self, node_id: int) -> str:
+        return self.broker.http_url
 
-def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False) -> str:
+
+_SYNC = ("litemq_sync_jobs_total", "litemq_sync_wait_seconds_total", "litemq_sync_run_seconds_total",
+         "litemq_sync_hand_back_seconds_total")
+
+
+def _sync_stats(c, node_ids) -> dict[str, float]:
+    """The brokers' fsync-thread counters (``litemq_sync_*``), summed."""
+    out = dict.fromkeys(_SYNC, 0.0)
+    for n in node_ids:
+        for line in urllib.request.urlopen(c.http_url(n) + "/metrics", timeout=10).read().decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name in out:
+                out[name] += float(value)
+    return out
+
+
+def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False,
+        topic_config: dict[str, str] | None = None) -> str:
     """One run on a fresh cluster (or, ``single``, one broker without ``--peers``); returns the
     result line. With ``py_spy`` (a directory), each broker is sampled by ``py-spy record``
     during the run (collapsed stacks, ``<dir>/node-<id>.txt``; summarise with
     ``benchmarks/py_spy_top.py``)."""
     base = pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-"))
-    with (_Single(base) if single else LocalCluster(base, 3)) as c:
+    with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        admin.create_topics([NewTopic("t", PARTITIONS, rf)], operation_timeout=15)["t"].result(30)
+        admin.create_topics([NewTopic("t", PARTITIONS, rf, config=topic_config or {})],
+                            operation_timeout=15)["t"].result(30)
         c.wait_leaders("t", PARTITIONS)
         p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0,
                       "enable.idempotence": True})
@@ -131,6 +156,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
                                        os.path.join(py_spy, f"node-{n}.txt")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                      for n, pid in zip(c.node_ids, pids)]
+        sync0 = _sync_stats(c, c.node_ids)
         before = _snapshot(pids)
         t0 = time.monotonic()
         n = 0
@@ -142,6 +168,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             p.poll(0.001)
         left = p.flush(30)
         after = _snapshot(pids)
+        sync1 = _sync_stats(c, c.node_ids)
         for spy in spies:
             spy.wait(30)
         msgs1 = sum(c.status(n).get("raft_messages_received", 0) for n in c.node_ids)
@@ -158,6 +185,8 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             threads[k] += a[k] - b.get(k, 0.0)
     vol = sum(a[0] - b[0] for a, b in zip(after["ctx"], before["ctx"]))
     inv = sum(a[1] - b[1] for a, b in zip(after["ctx"], before["ctx"]))
+    jobs = sync1[_SYNC[0]] - sync0[_SYNC[0]]
+    wait, run_s, back = ((sync1[k] - sync0[k]) * 1000 / max(jobs, 1) for k in _SYNC[1:])
     me0, me1 = before["me"], after["me"]
     client = (me1.user - me0.user) + (me1.system - me0.system)
     return (f"{'single broker' if single else f'rf{rf}'} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
@@ -166,7 +195,8 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
             f"other {threads['other'] * per:.0f}); client {client * per:.0f} us/record; "
             f"Raft messages/record {(msgs1 - msgs0) / acked:.2f}; context switches/record "
-            f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; "
+            f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; fsync-thread jobs/record "
+            f"{jobs / acked:.2f}, mean wait {wait:.2f} ms, run {run_s:.2f} ms, hand-back {back:.2f} ms; "
             f"load {open('/proc/loadavg').read().split()[0]}")
 
 
@@ -178,10 +208,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per rate")
     ap.add_argument("--single", action="store_true", help="one broker without --peers (RF 1, no Raft)")
     ap.add_argument("--py-spy", metavar="DIR", help="sample the brokers with py-spy into DIR (adds CPU)")
+    ap.add_argument("--topic-config", metavar="K=V", action="append", default=[],
+                    help="a config of the topic (repeatable), e.g. flush.messages=9223372036854775807")
     args = ap.parse_args()
+    topic_config = dict(kv.split("=", 1) for kv in args.topic_config)
     for _ in range(args.repeat):
         for rate in args.rate or [1000, 2000]:
-            print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single), flush=True)
+            print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single, topic_config),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from prometheus_client.core import (
 
 from litemq import limits
 from litemq.protocol.messages import api_name
+from litemq.replica.sync_queue import SyncQueue
 
 if TYPE_CHECKING:
     from litemq.cluster.manager import ClusterManager
@@ -146,9 +147,11 @@ class MetricsSource(Protocol):
             ``configs``; ``cluster_id`` when clustered).
         replicas: the hosted partitions, None before start.
         cluster: the cluster manager (metadata Raft node, ``leader_of``), None on a single broker.
+        loop: the broker's event loop (its fsync thread's timings), None before start.
     """
 
     config: "BrokerConfig"
+    loop: "asyncio.AbstractEventLoop | None"
     listeners: "list[ListenerSpec]"
     connections: Iterable[Any]
     replicas: "ReplicaManager | None"
@@ -325,6 +328,7 @@ class _BrokerCollector:
         yield from self._traffic(m)
         yield from self._requests(m)
         yield from self._log_flush(m)
+        yield from self._sync_queue(rt)
         yield from self._partitions(m, rt)
         yield from self._raft(m, rt)
         yield from self._groups(m)
@@ -393,6 +397,25 @@ class _BrokerCollector:
         hist = HistogramMetricFamily("litemq_log_flush_duration_seconds", "Log fsync time.")
         hist.add_metric([], m.log_flush.cumulative_buckets(), m.log_flush.sum_s)
         yield hist
+
+    @staticmethod
+    def _sync_queue(rt):
+        """The broker's fsync thread (:class:`SyncQueue`): jobs and where their time went."""
+        loop = getattr(rt, "loop", None)
+        q = SyncQueue.existing(loop) if loop is not None else None
+        if q is None:
+            return
+        st = q.stats
+        yield CounterMetricFamily("litemq_sync_jobs", "Durability jobs (fsyncs of a log or a Raft Ready) "
+                                  "run by the broker's fsync thread.", value=st.jobs)
+        yield CounterMetricFamily("litemq_sync_batches", "Batches of jobs the fsync thread took at once "
+                                  "(one wake-up and one hand-back each).", value=st.batches)
+        for name, value, what in (
+                ("wait", st.wait_s, "from submission to the job's start on the fsync thread"),
+                ("run", st.run_s, "running on the fsync thread (the fsync)"),
+                ("hand_back", st.hand_back_s, "from the job's end to its result on the event loop")):
+            yield CounterMetricFamily(f"litemq_sync_{name}_seconds", f"Seconds of durability jobs {what}, "
+                                      "summed (divide by litemq_sync_jobs_total for the mean).", value=value)
 
     @staticmethod
     def _partitions(m: BrokerMetrics, rt):

@@ -82,6 +82,12 @@ def test_metrics_after_produce_consume_and_group_activity(tmp_path):
         # log flush (kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs)
         assert m.get1("kafka_log_logflushstats_logflushrateandtimems_count") > 0
         assert m.get1("kafka_log_logflushstats_logflushrateandtimems", quantile="0.99") > 0
+        # the broker's fsync thread: every flush is one of its jobs, each timed in three parts
+        jobs = m.get1("litemq_sync_jobs_total")
+        assert jobs >= m.get1("kafka_log_logflushstats_logflushrateandtimems_count")
+        assert 1 <= m.get1("litemq_sync_batches_total") <= jobs
+        for part in ("wait", "run", "hand_back"):
+            assert m.get1(f"litemq_sync_{part}_seconds_total") > 0, part
         # replica manager and controller gauges of a single broker
         parts = m.get1("kafka_server_replicamanager_partitioncount")
         assert parts >= 2 and m.get1("kafka_server_replicamanager_leadercount") == parts

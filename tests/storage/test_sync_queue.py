@@ -71,6 +71,9 @@ def test_jobs_of_one_loop_turn_run_together_in_order(tmp_path):
         threads = {tid for _, tid in ran}
         assert len(threads) == 1 and loop_thread not in threads  # one fsync thread, not the loop
         assert counting.handbacks == 1  # one wake-up and one hand-back for the whole turn
+        st = q.stats  # every job timed: waiting for the thread, running, handed back
+        assert (st.jobs, st.batches) == (5, 1)
+        assert st.wait_s > 0 and st.run_s > 0 and st.hand_back_s > 0
         for i in range(5):
             assert (tmp_path / f"log-{i}").read_bytes() == b"x" * (10 + i)
 

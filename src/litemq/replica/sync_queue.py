@@ -18,6 +18,13 @@ has at most one job queued per log (a flush or Ready in flight waits for its res
 
 The thread starts on the first job and exits after ``limits.SYNC_THREAD_IDLE_EXIT_MS`` without
 one (an embedded broker that closed leaves no thread behind); the next job starts a new one.
+
+Every job is timed in three parts (:class:`SyncQueueStats`, exposed in ``/metrics`` as
+``litemq_sync_*``): the wait from :meth:`SyncQueue.submit` to the job's start on the thread (the
+end of the loop turn, the thread's wake-up, the jobs before it in the batch), the job itself
+(the fsync), and the hand-back from the job's end to its ``done`` on the loop (the rest of the
+batch, the loop's wake-up). On a machine whose cores are busy the two hand-offs, not the fsync,
+are most of a durable append's wait (docs/benchmarks-cluster.md, seventh round).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -36,9 +44,32 @@ Done = Callable[[Any, BaseException | None], None]
 """``done(result, exception)``: called on the event loop thread once the job ran."""
 
 
+class SyncQueueStats:
+    """Cumulative timings of the jobs a :class:`SyncQueue` ran (updated on the loop thread when
+    a batch's results are handed back).
+
+    Attributes:
+        jobs: jobs run (each caller's fsync of one log, or one Raft Ready's durability work).
+        batches: hand-backs (one per batch of jobs the thread took at once).
+        wait_s: seconds from ``submit`` to the job's start on the thread, summed.
+        run_s: seconds the jobs ran (fsync and what goes with it), summed.
+        hand_back_s: seconds from a job's end to its ``done`` on the loop, summed.
+    """
+
+    __slots__ = ("batches", "hand_back_s", "jobs", "run_s", "wait_s")
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.batches = 0
+        self.wait_s = 0.0
+        self.run_s = 0.0
+        self.hand_back_s = 0.0
+
+
 class SyncQueue:
     """Blocking jobs of one event loop's logs, run by one thread in batches (module docstring).
-    Get the loop's with :meth:`of`; :meth:`submit` from the loop thread only."""
+    Get the loop's with :meth:`of`; :meth:`submit` from the loop thread only. ``stats``: the
+    :class:`SyncQueueStats` of every job run so far."""
 
     _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SyncQueue]" = weakref.WeakKeyDictionary()
     _registry_lock = threading.Lock()
@@ -46,10 +77,11 @@ class SyncQueue:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._jobs: list[tuple[Callable[[], Any], Done]] = []
+        self._jobs: list[tuple[Callable[[], Any], Done, float]] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._kick_scheduled = False
+        self.stats = SyncQueueStats()
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> "SyncQueue":
@@ -60,12 +92,18 @@ class SyncQueue:
                 q = cls._by_loop[loop] = cls(loop)
             return q
 
+    @classmethod
+    def existing(cls, loop: asyncio.AbstractEventLoop) -> "SyncQueue | None":
+        """The queue of ``loop`` if one was made (nothing was ever submitted: None)."""
+        with cls._registry_lock:
+            return cls._by_loop.get(loop)
+
     def submit(self, job: Callable[[], Any], done: Done) -> None:
         """Run ``job()`` off the loop, then ``done(result, None)`` - or ``done(None, exc)`` if it
         raised - on the loop. The thread is woken at the end of this loop turn (one wake-up for
         every job submitted in the turn)."""
         with self._lock:
-            self._jobs.append((job, done))
+            self._jobs.append((job, done, time.perf_counter()))
         if not self._kick_scheduled:
             self._kick_scheduled = True
             self._loop.call_soon(self._kick)
@@ -95,25 +133,37 @@ class SyncQueue:
                 self._idle_expired = not self._wake.wait(idle_s)
                 continue
             self._idle_expired = False
-            results = [_run_job(job, done) for job, done in jobs]
+            results = [_run_job(*item) for item in jobs]
             try:
-                self._loop.call_soon_threadsafe(_deliver, results)
+                self._loop.call_soon_threadsafe(self._deliver, results)
             except RuntimeError:  # the loop is closed: nobody waits for these any more
                 log.debug("event loop closed; %d durability results dropped", len(results))
 
     _idle_expired = False
 
+    def _deliver(self, results: list) -> None:
+        """On the loop: record the batch's timings, then call each job's ``done`` in order."""
+        now = time.perf_counter()
+        st = self.stats
+        st.batches += 1
+        st.jobs += len(results)
+        for done, result, exc, waited, started, ended in results:
+            st.wait_s += started - waited
+            st.run_s += ended - started
+            st.hand_back_s += now - ended
+        for done, result, exc, _, _, _ in results:
+            try:
+                done(result, exc)
+            except Exception:
+                log.exception("durability callback failed")
 
-def _run_job(job: Callable[[], Any], done: Done) -> tuple:
+
+def _run_job(job: Callable[[], Any], done: Done, submitted: float) -> tuple:
+    """Run one job on the thread: ``(done, result, exception, submitted, started, ended)``
+    (``time.perf_counter()`` seconds)."""
+    started = time.perf_counter()
     try:
-        return done, job(), None
-    except BaseException as exc:  # handed to done(); the thread goes on
-        return done, None, exc
-
-
-def _deliver(results: list) -> None:
-    for done, result, exc in results:
-        try:
-            done(result, exc)
-        except Exception:
-            log.exception("durability callback failed")
+        result, exc = job(), None
+    except BaseException as e:  # handed to done(); the thread goes on
+        result, exc = None, e
+    return done, result, exc, submitted, started, time.perf_counter()
