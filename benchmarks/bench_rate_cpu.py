@@ -33,6 +33,7 @@ import urllib.request
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from litemq.testing.cluster import LocalCluster
 from litemq.testing.process import BrokerProcess
@@ -112,10 +113,11 @@ def _sync_stats(c, node_ids) -> dict[str, float]:
     """The brokers' fsync-thread counters (``litemq_sync_*``), summed."""
     out = dict.fromkeys(_SYNC, 0.0)
     for n in node_ids:
-        for line in urllib.request.urlopen(c.http_url(n) + "/metrics", timeout=10).read().decode().splitlines():
-            name, _, value = line.partition(" ")
-            if name in out:
-                out[name] += float(value)
+        text = urllib.request.urlopen(c.http_url(n) + "/metrics", timeout=10).read().decode()
+        for fam in text_string_to_metric_families(text):
+            for sample in fam.samples:
+                if sample.name in out:
+                    out[sample.name] += sample.value
     return out
 
 
