@@ -401,8 +401,7 @@ class _BrokerCollector:
     @staticmethod
     def _sync_queue(rt):
         """The broker's fsync thread (:class:`SyncQueue`): jobs and where their time went."""
-        loop = getattr(rt, "loop", None)
-        q = SyncQueue.existing(loop) if loop is not None else None
+        q = SyncQueue.existing(rt.loop) if rt.loop is not None else None
         if q is None:
             return
         st = q.stats

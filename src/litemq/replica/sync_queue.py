@@ -142,16 +142,15 @@ class SyncQueue:
     _idle_expired = False
 
     def _deliver(self, results: list) -> None:
-        """On the loop: record the batch's timings, then call each job's ``done`` in order."""
+        """On the loop: for each job in order, record its timings and call its ``done``."""
         now = time.perf_counter()
         st = self.stats
         st.batches += 1
         st.jobs += len(results)
-        for done, result, exc, waited, started, ended in results:
-            st.wait_s += started - waited
+        for done, result, exc, submitted, started, ended in results:
+            st.wait_s += started - submitted
             st.run_s += ended - started
             st.hand_back_s += now - ended
-        for done, result, exc, _, _, _ in results:
             try:
                 done(result, exc)
             except Exception:
