@@ -240,6 +240,9 @@ def test_protocol_selection_and_inconsistent_protocol(broker):
     for t in ths:
         t.start()
     assert wait_for(lambda: heartbeat(client(broker), "gp", 1, a.member_id) == E.REBALANCE_IN_PROGRESS)
+    # a rejoins only once b and c are both waiting in the rebalance: rejoining earlier would
+    # complete generation 2 without the one that lacks roundrobin
+    assert wait_for(lambda: len(client(broker).request(DESCRIBE, 0, {"groups": ["gp"]}).groups[0].members) == 3)
     res["a"] = join(c1, "gp", a.member_id, protocols=p1)
     for t in ths:
         t.join(10)
