@@ -23,7 +23,9 @@ SIGTERM closes the consumer cleanly (LeaveGroup).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import logging
 import os
 import signal
 import sys
@@ -116,10 +118,20 @@ def run_kafka_python(a, log: Events) -> None:
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.structs import OffsetAndMetadata
 
+    # kafka-python logs its joins, assignments and coordinator changes at INFO: the test's diagnostics
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     processed: dict[int, int] = {}
     c = KafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=a.session_ms, heartbeat_interval_ms=500,
                       max_poll_interval_ms=20000, group_instance_id=a.instance_id or None)
+    # A group leader that computes the assignment before its metadata holds the new topic assigns
+    # nothing; kafka-python then depends on a later metadata refresh to rejoin (a client-side race
+    # seen once: the member stalled after that). The tests are about the broker's group protocol,
+    # so the member subscribes once it knows the topic's partitions, as a long-running consumer would.
+    deadline = time.monotonic() + 30
+    while not c.partitions_for_topic(a.topic) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
     def commit(parts) -> None:
         offs = {TopicPartition(a.topic, p): OffsetAndMetadata(processed[p], "", -1) for p in parts if p in processed}
@@ -224,6 +236,7 @@ def main() -> None:
     ap.add_argument("--client-id", default=None)
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks to stderr (the worker's .log) on demand
     log = Events(a.events)
     log("boot", pid=os.getpid())
     {"confluent": run_confluent, "confluent-consumer": run_confluent, "kafka-python": run_kafka_python,

@@ -93,6 +93,18 @@ class Worker:
                 owned -= set(e["parts"])
         return owned
 
+    def diagnostics(self, lines: int = 40) -> str:
+        """The last ``lines`` of the worker's output, after asking a live worker for its threads'
+        stacks (SIGUSR1: faulthandler), and its last events: what a failed wait reports."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        self.log.flush()
+        out = (self.path.parent / f"{self.name}.log").read_text(errors="replace").splitlines()[-lines:]
+        evs = [e for e in self.events() if e["ev"] != "rec"][-8:]
+        state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+        return f"--- {self.name} ({state}) last events: {evs}\n" + "\n".join(out)
+
     def kill(self) -> None:
         self.killed_at = time.time()
         self.proc.send_signal(signal.SIGKILL)

@@ -79,6 +79,9 @@ def test_join_spread_kill_move(scn_broker, tmp_path, request, client, assignor):
         moved_after_s = t_move - victim.killed_at
         assert moved_after_s < SESSION_MS / 1000 + 6, f"partitions moved {moved_after_s:.1f}s after the kill"
         print(f"{client}/{assignor}: partitions moved {moved_after_s:.2f}s after SIGKILL (session {SESSION_MS} ms)")
+    except AssertionError as exc:
+        # the members' own view (their client's log and thread stacks) decides whether the broker or a client stalled
+        raise AssertionError(f"{exc}\n" + "\n".join(w.diagnostics() for w in workers)) from None
     finally:
         produced = producer.stop()
     assert not producer.errors, producer.errors[:3]
