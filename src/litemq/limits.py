@@ -218,3 +218,10 @@ counters) waits this long for its answer over the broker RPC port, then reports 
 ELECT_LEADERS_MAX_TIMEOUT_MS = 60_000
 """ElectLeaders waits at most this long for a preferred replica to take leadership, whatever the
 request's ``timeout_ms`` asks."""
+
+# ---------------------------------------------------------------- log pipeline (litemq.pipeline)
+YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS = 86_400_000
+"""A log line whose timestamp has no year (syslog's ``Jun 14 15:16:01``, Android, Proxifier) is
+dated in the latest year that puts it at most this far after now: a December line read in January
+is last year's, and a source up to a day ahead of UTC (zone-less times are read as UTC) keeps this
+year's date."""

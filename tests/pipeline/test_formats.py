@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -193,8 +193,54 @@ def test_crlf_and_year_handling():
     assert (p.host, p.component, p.pid, p.message) == ("combo", "sshd(pam_unix)", "19939",
                                                        "check pass; user unknown")
     assert p.timestamp_ms == int(datetime(2005, 6, 14, 15, 16, 1, tzinfo=timezone.utc).timestamp() * 1000)
-    now_year = datetime.now(timezone.utc).year
-    assert datetime.fromtimestamp(parse_line(line, "linux").timestamp_ms / 1000, timezone.utc).year == now_year
+
+
+
+def _latest_not_after(month: int, day: int, tm: tuple[int, int, int], bound: datetime) -> datetime:
+    """The latest ``month``/``day`` ``tm`` (UTC) at or before ``bound``, by walking back years."""
+    for year in range(bound.year + 1, bound.year - 9, -1):
+        try:
+            d = datetime(year, month, day, *tm, tzinfo=timezone.utc)
+        except ValueError:  # Feb 29 of a common year
+            continue
+        if d <= bound:
+            return d
+    raise AssertionError("no such date")
+
+
+@pytest.mark.parametrize("days_from_now", [-400, -200, -40, -1, 0, 0.5, 2, 40, 200])
+def test_yearless_timestamps_are_never_dated_more_than_a_day_ahead(days_from_now):
+    """Without ``year``, a syslog, Android or Proxifier line is dated in the latest year that
+    does not put it more than a day after now (a December line read in January is last year's;
+    the demo dated loghub's OpenSSH "Dec 10" lines 2 weeks into the future on Nov 26)."""
+    when = datetime.now(timezone.utc) + timedelta(days=days_from_now)
+    tm = (when.hour, when.minute, when.second)
+    lines = {
+        "linux": f"{when:%b} {when.day:2d} {when:%H:%M:%S} combo sshd(pam_unix)[19939]: check pass",
+        "openssh": f"{when:%b} {when.day:2d} {when:%H:%M:%S} LabSZ sshd[24200]: reverse mapping checking",
+        "android": f"{when:%m-%d %H:%M:%S}.123  1702  2395 D WindowManager: printFreezingDisplayLogs",
+        "proxifier": f"[{when:%m.%d %H:%M:%S}] chrome.exe - proxy.cse.cuhk.edu.hk:5070 open through proxy",
+    }
+    bound = datetime.now(timezone.utc) + timedelta(days=1)
+    expected = _latest_not_after(when.month, when.day, tm, bound)
+    for fmt, line in lines.items():
+        p = parse_line(line, fmt)
+        assert p.matched, (fmt, line)
+        got = datetime.fromtimestamp(p.timestamp_ms // 1000, timezone.utc)
+        assert got == expected, (fmt, line, got, expected)
+        assert p.timestamp_ms <= (datetime.now(timezone.utc) + timedelta(days=1)).timestamp() * 1000
+    if not (when.month == 2 and when.day == 29):  # an explicit year always wins
+        assert parse_line(lines["linux"], "linux", year=2005).timestamp_ms == int(
+            datetime(2005, when.month, when.day, *tm, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_yearless_feb_29_is_dated_in_the_latest_leap_year():
+    p = parse_line("Feb 29 10:00:00 h prog[1]: x", "linux")
+    got = datetime.fromtimestamp(p.timestamp_ms // 1000, timezone.utc)
+    assert (got.month, got.day) == (2, 29)
+    assert got <= datetime.now(timezone.utc) + timedelta(days=1)
+    assert got.year > datetime.now(timezone.utc).year - 5
+    assert parse_line("Feb 30 10:00:00 h prog[1]: x", "linux").timestamp_ms is None
 
 
 def test_invalid_date_gives_none_timestamp():

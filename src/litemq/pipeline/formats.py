@@ -47,7 +47,9 @@ an epoch (BGL, HPC, Thunderbird) use it. Lines with an explicit UTC offset (acce
 converted with it. **All other timestamps carry no zone and are taken as UTC** (a source in
 another zone is shifted by its offset; the pipeline only needs a consistent event-time axis per
 source). Formats without a year (linux, openssh, mac, android, proxifier) use the ``year``
-argument, or the current UTC year when it is ``None``. Two-digit years (hdfs, spark) are 20yy.
+argument; when it is ``None``, the latest year that does not put the timestamp more than a day
+(``limits.YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS``) after now, as syslog receivers date RFC 3164
+lines. Two-digit years (hdfs, spark) are 20yy.
 A timestamp that does not form a valid date gives ``timestamp_ms=None``; it never raises.
 """
 
@@ -57,6 +59,8 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Iterator
+
+from litemq import limits
 
 __all__ = [
     "FIRST_LINE",
@@ -193,8 +197,25 @@ def _frac_ms(frac: str) -> int:
     return int((frac + "00")[:3]) if frac else 0
 
 
-def _year(year: int | None) -> int:
-    return year if year is not None else time.gmtime().tm_year
+def _yearless_epoch_ms(year: int | None, mo: int, d: int, h: int = 0, mi: int = 0, s: int = 0,
+                       ms: int = 0) -> int | None:
+    """Epoch ms of a timestamp whose line has no year: in ``year`` when given; otherwise in the
+    latest year that does not put it more than ``limits.YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS``
+    after now (UTC), as syslog receivers date RFC 3164 lines: a December line read in January
+    belongs to last year, a line from tomorrow's date (a source ahead of UTC) to this one.
+    ``None`` when the date is invalid in every year tried (Feb 29: the last 8 years)."""
+    if year is not None:
+        return _epoch_ms(year, mo, d, h, mi, s, ms)
+    now_ms = time.time_ns() // 1_000_000
+    latest_ms = now_ms + limits.YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS
+    y = time.gmtime(latest_ms // 1000).tm_year
+    for cand in range(y, y - 8, -1):
+        ts = _epoch_ms(cand, mo, d, h, mi, s, ms)
+        if ts is not None and ts <= latest_ms:
+            return ts
+        if ts is None and not (mo == 2 and d == 29):
+            return None  # invalid in any year
+    return None
 
 
 def _ts_iso(date: str, tm: str) -> int | None:
@@ -207,12 +228,13 @@ def _ts_iso(date: str, tm: str) -> int | None:
 
 
 def _ts_syslog(mon: str, day: str, tm: str, year: int | None) -> int | None:
-    """``Jun``, ``14``, ``15:16:01`` -> epoch ms in ``year`` (UTC assumed)."""
+    """``Jun``, ``14``, ``15:16:01`` -> epoch ms in ``year`` (UTC assumed; no ``year``: the
+    latest one not in the future, :func:`_yearless_epoch_ms`)."""
     mo = _MONTHS.get(mon)
     if mo is None:
         return None
     try:
-        return _epoch_ms(_year(year), mo, int(day), int(tm[0:2]), int(tm[3:5]), int(tm[6:8]))
+        return _yearless_epoch_ms(year, mo, int(day), int(tm[0:2]), int(tm[3:5]), int(tm[6:8]))
     except ValueError:
         return None
 
@@ -306,8 +328,8 @@ def _b_linux(m: re.Match, year: int | None) -> ParsedLine:
 def _b_android(m: re.Match, year: int | None) -> ParsedLine:
     d, t = m["date"], m["time"]
     try:
-        ts = _epoch_ms(_year(year), int(d[0:2]), int(d[3:5]),
-                       int(t[0:2]), int(t[3:5]), int(t[6:8]), _frac_ms(t[9:]))
+        ts = _yearless_epoch_ms(year, int(d[0:2]), int(d[3:5]),
+                                int(t[0:2]), int(t[3:5]), int(t[6:8]), _frac_ms(t[9:]))
     except ValueError:
         ts = None
     lv = m["level"]
@@ -345,8 +367,8 @@ def _b_apache_error(m: re.Match, year: int | None) -> ParsedLine:
 def _b_proxifier(m: re.Match, year: int | None) -> ParsedLine:
     t = m["time"]  # "10.30 16:49:06" = MM.DD HH:MM:SS
     try:
-        ts = _epoch_ms(_year(year), int(t[0:2]), int(t[3:5]),
-                       int(t[6:8]), int(t[9:11]), int(t[12:14]))
+        ts = _yearless_epoch_ms(year, int(t[0:2]), int(t[3:5]),
+                                int(t[6:8]), int(t[9:11]), int(t[12:14]))
     except ValueError:
         ts = None
     return ParsedLine("proxifier", m["message"], True, ts, None, None, m["component"])
@@ -696,7 +718,8 @@ def parse_line(line: str, fmt: str, *, year: int | None = None) -> ParsedLine:
         line: the raw line; surrounding whitespace (including ``\\r\\n``) is stripped first.
         fmt: a ``FORMATS`` key or ``"unknown"``.
         year: the year for formats whose timestamps have none (linux, openssh, mac, android,
-            proxifier); default the current UTC year.
+            proxifier); default: the latest year that does not put the timestamp more than a
+            day after now (a December line read in January is last year's).
 
     Returns:
         A :class:`ParsedLine`. A line that does not match ``fmt`` (or ``fmt == "unknown"``) gives
