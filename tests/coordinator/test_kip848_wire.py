@@ -393,8 +393,16 @@ def test_exactly_once_with_a_consumer_group_member(broker):
             tp.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
             tp.commit_transaction(30)
         admin = AdminClient({"bootstrap.servers": bs})
-        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("eos")])["eos"].result(timeout=30)
-        assert {t.partition: t.offset for t in res.topic_partitions} == {0: 10, 1: 10}
+        # EndTxn is answered once PrepareCommit is durable; the markers that make the offsets
+        # visible follow (in Kafka too), so a read right after commit_transaction may come early
+        deadline = time.monotonic() + 30
+        while True:
+            res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("eos")])["eos"].result(timeout=30)
+            got = {t.partition: t.offset for t in res.topic_partitions}
+            if got == {0: 10, 1: 10} or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert got == {0: 10, 1: 10}
     finally:
         c.close()
 
