@@ -241,3 +241,91 @@ def test_recompression_keeps_batch_fields():
     assert decode_batch(out, pos)[1] == decode_batch(src)[1]
     same = bytearray(src)
     assert validate_and_convert(same, "t-0", compacted=True, codec=COMPRESSION_GZIP) is same  # codec matches
+
+
+# ====================================================================== timestamps (KIP-937, Kafka 4 defaults)
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def test_future_timestamp_refused_by_default_confluent(shared_broker):
+    """Kafka 4's ``message.timestamp.after.max.ms`` default (one hour, KIP-1030): a record stamped
+    two hours ahead fails its delivery with INVALID_TIMESTAMP; 30 minutes ahead and a year back
+    are stored with their own timestamps."""
+    bs = shared_broker.bootstrap_servers
+    topic = _name("ts-default")
+    _create(bs, topic, {})
+    now = _now_ms()
+    results = {}
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "retries": 0})
+    for label, ts in (("ahead_2h", now + 2 * 3_600_000), ("ahead_30m", now + 1_800_000),
+                      ("year_back", now - 365 * 86_400_000)):
+        p.produce(topic, key=label.encode(), value=b"v", timestamp=ts,
+                  on_delivery=lambda err, msg, label=label: results.__setitem__(label, err))
+        p.flush(30)  # one batch per record: each is judged alone
+    assert results["ahead_2h"] is not None and results["ahead_2h"].code() == KafkaError.INVALID_TIMESTAMP, results
+    assert results["ahead_30m"] is None and results["year_back"] is None, results
+    got = sorted(_ck_read(bs, topic, 2), key=lambda r: r[2])
+    assert [k for k, _, _ in got] == [b"year_back", b"ahead_30m"]
+    assert [ts for _, _, ts in got] == [now - 365 * 86_400_000, now + 1_800_000]
+
+
+def test_timestamp_bounds_list_record_errors_and_follow_topic_configs(shared_broker):
+    """The wire answer as Kafka 4 gives it: INVALID_TIMESTAMP, "One or more records have been
+    rejected due to invalid timestamp", one RecordError per offending record (ProduceResponse v8+,
+    KIP-467) and nothing of the batch appended; ``message.timestamp.before.max.ms`` bounds the past,
+    ``after.max.ms`` can be widened, LogAppendTime topics ignore both, bad values are INVALID_CONFIG
+    and Kafka 4's removed ``message.timestamp.difference.max.ms`` is refused."""
+    bs = shared_broker.bootstrap_servers
+    topic, wide, append_time = _name("ts-wire"), _name("ts-wide"), _name("ts-lat")
+    _create(bs, topic, {"message.timestamp.before.max.ms": "600000"})
+    _create(bs, wide, {"message.timestamp.after.max.ms": "9223372036854775807"})
+    _create(bs, append_time, {"message.timestamp.type": "LogAppendTime"})
+    now = _now_ms()
+    recs = [(b"k%d" % i, b"v", (), ts) for i, ts in enumerate(
+        (now, now + 2 * 3_600_000, now - 3_600_000, now - 60_000, -1))]
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        for codec in (COMPRESSION_NONE, COMPRESSION_ZSTD):
+            part = _produce_raw(c, topic, build_batch(recs, compression=codec), 9)
+            assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+            assert part.error_message == "One or more records have been rejected due to invalid timestamp"
+            assert [e.batch_index for e in part.record_errors] == [1, 2]  # 2 h ahead, 1 h back (> 10 min)
+            assert "is out of range. The timestamp should be within [" in part.record_errors[0].batch_index_error_message
+            assert part.base_offset == -1
+        assert _end_offset(c, topic) == 0
+        ok = _produce_raw(c, topic, build_batch([r for i, r in enumerate(recs) if i not in (1, 2)]), 9)
+        assert (ok.error_code, ok.base_offset) == (0, 0)
+        assert _end_offset(c, topic) == 3
+        for t in (wide, append_time):  # no upper bound / the broker's clock stamps the batch
+            part = _produce_raw(c, t, build_batch(recs), 9)
+            assert (part.error_code, part.base_offset) == (0, 0), t
+    admin = AdminClient({"bootstrap.servers": bs})
+    for bad in ({"message.timestamp.after.max.ms": "-1"}, {"message.timestamp.before.max.ms": "x"},
+                {"message.timestamp.difference.max.ms": "1000"}):
+        name = _name("ts-bad")
+        fut = admin.create_topics([NewTopic(name, 1, 1, config=bad)])[name]
+        with pytest.raises(Exception) as exc_info:
+            fut.result(timeout=30)
+        assert exc_info.value.args[0].code() == KafkaError.INVALID_CONFIG, bad
+    res = ConfigResource("topic", topic)
+    described = admin.describe_configs([res])[res].result(timeout=30)
+    assert described["message.timestamp.after.max.ms"].value == "3600000"
+    assert described["message.timestamp.before.max.ms"].value == "600000"
+    assert "message.timestamp.difference.max.ms" not in described
+
+
+def test_check_timestamps_reads_headers_only_within_bounds():
+    """A batch within the default bounds is judged from its header: a batch whose records could
+    not be decoded (its record bytes garbled behind a header that still parses) passes untouched,
+    while the same garbling in a batch that breaks the bound is decoded and reported corrupt."""
+    from litemq.broker.record_validation import LONG_MAX_MS, check_timestamps
+    from litemq.protocol.errors import CorruptRecordError
+
+    now = _now_ms()
+    good = bytearray(build_batch([(b"k", b"v", (), now)]))
+    check_timestamps(good, now, LONG_MAX_MS, 3_600_000)
+    garbled = bytearray(good)
+    garbled[-3:] = b"\xff\xff\xff"  # the record's bytes (the CRC no longer matches)
+    check_timestamps(garbled, now, LONG_MAX_MS, 3_600_000)  # header only: max_timestamp is fine
+    with pytest.raises(CorruptRecordError):
+        check_timestamps(garbled, now - 2 * 3_600_000, LONG_MAX_MS, 3_600_000)

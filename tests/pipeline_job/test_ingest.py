@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from litemq.pipeline.ingest import FollowedFile, Ingester, ingest, resolve_sources, source_name
 
@@ -48,6 +48,25 @@ def test_access_log_key_timestamp_and_single_topic(broker, tmp_path, prefix):
     ts = {dict(m.headers())["source"]: m.timestamp()[1] for m in msgs}
     assert ts[b"web1"] == int(datetime(2015, 5, 17, 8, 5, 3, tzinfo=timezone.utc).timestamp() * 1000)          # 10:05:03 +0200 = 08:05:03 UTC
     assert all(m.key() is None for m in msgs)     # access logs have no host/component
+
+
+def test_lines_dated_ahead_of_the_broker_clock_are_not_refused(broker, tmp_path, prefix):
+    """A line whose own time is more than an hour ahead (a source east of UTC whose zone-less
+    times are read as UTC; an access log stamped in the future) would be refused by the topic
+    (``message.timestamp.after.max.ms``, Kafka 4's one hour): the record takes the time it was
+    sent, the line keeps its own. Lines within the hour keep their own time as the record's."""
+    now = datetime.now(timezone.utc)
+    ahead, near = now + timedelta(hours=5), now + timedelta(minutes=20)
+    f = tmp_path / "web.log"
+    f.write_text("".join(f'1.2.3.4 - - [{t:%d/%b/%Y:%H:%M:%S} +0000] "GET /{n} HTTP/1.1" 200 1 "-" "c"\n'
+                         for n, t in (("ahead", ahead), ("near", near))))
+    sent_ms = int(time.time() * 1000)
+    stats = ingest([str(f)], broker.bootstrap_servers, topic_prefix=prefix)
+    assert stats.lines == 2 and stats.errors == 0
+    msgs = read_topic(broker.bootstrap_servers, prefix + "web")
+    by_path = {m.value().split(b" ")[6]: m.timestamp()[1] for m in msgs}
+    assert sent_ms <= by_path[b"/ahead"] <= int(time.time() * 1000)
+    assert by_path[b"/near"] == int(near.replace(microsecond=0).timestamp() * 1000)
 
 
 def test_resolve_sources_names(tmp_path):

@@ -24,7 +24,7 @@ from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
-from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
+from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, REMOVED_TOPIC_CONFIGS
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo, validate_topic_name
 from litemq.cluster.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, parse_throttled_replicas
@@ -343,7 +343,8 @@ class BrokerRuntime:
     # ------------------------------------------------------------ topics
     def log_config_for(self, info: TopicInfo) -> LogConfig:
         """The LogConfig of a topic: broker defaults overlaid with its dynamic configs."""
-        log_keys = {k: v for k, v in info.configs.items() if k not in BROKER_TOPIC_CONFIGS}
+        log_keys = {k: v for k, v in info.configs.items()
+                    if k not in BROKER_TOPIC_CONFIGS and k not in REMOVED_TOPIC_CONFIGS}
         return LogConfig.from_kafka_configs(log_keys, base=self.default_log_config)
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:

@@ -10,20 +10,28 @@ the records themselves, and only they pay for decoding:
   producer id, epoch, base sequence, the transactional flag, timestamps, offsets deltas and
   headers; batches already in the topic's codec stay as they came.
 
+Timestamps (:func:`check_timestamps`, every CreateTime topic): a record whose timestamp lies more
+than ``message.timestamp.after.max.ms`` (Kafka 4: one hour) after the broker's clock, or more than
+``message.timestamp.before.max.ms`` before it, fails its batch with INVALID_TIMESTAMP and
+per-record errors. The batch header's ``max_timestamp`` answers the first bound without decoding;
+records are decoded only for a batch that breaks it or when the second bound is set.
+
 Sources: Kafka 3.9 ``LogValidator`` (``validateKey``, ``processRecordErrors``,
-``buildRecordsAndAssignOffsets``), ``TopicConfig.COMPRESSION_TYPE_CONFIG``
-(``BrokerCompressionType``), ProduceResponse v8+ ``RecordErrors`` (KIP-467).
+``buildRecordsAndAssignOffsets``), Kafka 4 ``LogValidator.validateTimestamp`` (KIP-937, defaults
+of KIP-1030), ``TopicConfig.COMPRESSION_TYPE_CONFIG`` (``BrokerCompressionType``),
+ProduceResponse v8+ ``RecordErrors`` (KIP-467).
 """
 
 from __future__ import annotations
 
-from litemq.protocol.errors import ErrorCode, InvalidRecordError
+from litemq.protocol.errors import ErrorCode, InvalidRecordError, KafkaError
 from litemq.protocol.records import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    NO_TIMESTAMP,
     TIMESTAMP_CREATE_TIME,
     build_batch,
     decode_batch,
@@ -57,6 +65,52 @@ class RecordValidationError(InvalidRecordError):
     def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
         super().__init__(message, ErrorCode.INVALID_RECORD)
         self.record_errors = record_errors
+
+
+class TimestampValidationError(KafkaError):
+    """Records with timestamps outside the topic's bounds (Kafka ``RecordValidationException``
+    around ``InvalidTimestampException``): INVALID_TIMESTAMP, ``record_errors`` as in
+    :class:`RecordValidationError`."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message, ErrorCode.INVALID_TIMESTAMP)
+        self.record_errors = record_errors
+
+
+def check_timestamps(records, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
+    """Check the record timestamps of one partition's produced records blob against the broker
+    clock ``now_ms``: none may be more than ``after_max_ms`` after it or ``before_max_ms`` before
+    it (a topic with ``message.timestamp.type=CreateTime``; records without a timestamp, -1, and
+    control batches pass). ``before_max_ms`` >= 2**63 - 1 means no lower bound.
+
+    Raises:
+        TimestampValidationError: INVALID_TIMESTAMP with one ``(batch_index, message)`` per
+            offending record of the first failing batch, as Kafka 4 answers.
+        CorruptRecordError, InvalidRecordError: from decoding a batch that needs its records.
+    """
+    lower_bound = before_max_ms < LONG_MAX_MS
+    for pos, h in iter_batches(records):
+        if h.is_control or h.timestamp_type != TIMESTAMP_CREATE_TIME:
+            continue
+        if not lower_bound and h.max_timestamp - now_ms <= after_max_ms:
+            continue  # the header answers: no record is later than the batch's max timestamp
+        _, recs = decode_batch(records, pos)
+        errors = []
+        for i, r in enumerate(recs):
+            if r.timestamp == NO_TIMESTAMP:
+                continue
+            diff = r.timestamp - now_ms
+            if diff > after_max_ms or -diff > before_max_ms:
+                errors.append((i, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                                  f"The timestamp should be within [{now_ms - before_max_ms}, "
+                                  f"{now_ms + after_max_ms}]"))
+        if errors:
+            raise TimestampValidationError("One or more records have been rejected due to invalid timestamp",
+                                           errors)
+
+
+LONG_MAX_MS = 2**63 - 1
+"""``message.timestamp.before.max.ms`` at Kafka's default (``Long.MAX_VALUE``): no lower bound."""
 
 
 def target_codec(compression_type: str | None) -> int | None:

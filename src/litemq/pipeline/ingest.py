@@ -38,6 +38,12 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from litemq.pipeline.formats import RecordJoiner, detect_format, join_records, parse_line
+from litemq.storage.config import LogConfig
+
+RECORD_TIMESTAMP_AFTER_MAX_MS = LogConfig().message_timestamp_after_max_ms
+"""A line whose parsed time is more than this ahead of now (a source in a zone east of UTC read
+as UTC) is sent with now as its record timestamp: a topic at Kafka's default
+``message.timestamp.after.max.ms`` would refuse it."""
 
 __all__ = ["Source", "IngestStats", "Ingester", "resolve_sources", "iter_file_lines", "FollowedFile",
            "source_name", "topic_for", "ingest"]
@@ -330,12 +336,18 @@ class Ingester:
             k = p.host or p.component
             key = k.encode("utf-8") if k else None
             ts = p.timestamp_ms
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
         if ts is not None and ts >= 0:
             src.last_ts_ms = ts
         elif src.last_ts_ms is not None:
             ts = src.last_ts_ms
         else:
-            ts = now_ms if now_ms is not None else int(time.time() * 1000)
+            ts = now
+        if ts - now > RECORD_TIMESTAMP_AFTER_MAX_MS:
+            # A broker refuses a record this far ahead of its clock (INVALID_TIMESTAMP, Kafka 4's
+            # message.timestamp.after.max.ms): the record takes now; the line keeps its own time,
+            # which the analysis parses again.
+            ts = now
         headers = [("source", src.name.encode()), ("format", src.fmt.encode())]
         while True:
             try:

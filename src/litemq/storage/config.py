@@ -61,6 +61,13 @@ class LogConfig:
     """``max.message.bytes``: largest record batch accepted (bytes, header included)."""
     message_timestamp_type: str = "CreateTime"
     """``message.timestamp.type``: ``CreateTime`` or ``LogAppendTime``."""
+    message_timestamp_before_max_ms: int = LONG_MAX
+    """``message.timestamp.before.max.ms`` (KIP-937): with CreateTime, a produced record whose
+    timestamp is more than this before the broker's clock is refused (INVALID_TIMESTAMP)."""
+    message_timestamp_after_max_ms: int = 3_600_000
+    """``message.timestamp.after.max.ms`` (KIP-937; Kafka 4's default of one hour, KIP-1030): with
+    CreateTime, a produced record whose timestamp is more than this after the broker's clock is
+    refused (INVALID_TIMESTAMP)."""
 
     def __post_init__(self) -> None:
         _check(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, ">= 14")
@@ -81,6 +88,10 @@ class LogConfig:
         _check(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, ">= 0")
         _check(self.message_timestamp_type in TIMESTAMP_TYPES, "message.timestamp.type",
                self.message_timestamp_type, "CreateTime or LogAppendTime")
+        _check(self.message_timestamp_before_max_ms >= 0, "message.timestamp.before.max.ms",
+               self.message_timestamp_before_max_ms, ">= 0")
+        _check(self.message_timestamp_after_max_ms >= 0, "message.timestamp.after.max.ms",
+               self.message_timestamp_after_max_ms, ">= 0")
 
     # --- derived ---
     @property
@@ -150,6 +161,8 @@ _KAFKA_TO_FIELD: dict[str, str] = {
     "flush.ms": "flush_ms",
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
 }
 
 SUPPORTED_TOPIC_CONFIGS: tuple[str, ...] = tuple(_KAFKA_TO_FIELD)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
-from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, validate_and_convert
+from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import read_batch_header
@@ -54,6 +55,10 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
             return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                           f"min.insync.replicas={mir} but only {p.in_sync_count()} replica(s) in sync"), None, None
     try:
+        cfg = p.log.config
+        if not cfg.log_append_time:  # header-only unless a batch breaks the bounds (record_validation)
+            check_timestamps(records, time.time_ns() // 1_000_000, cfg.message_timestamp_before_max_ms,
+                             cfg.message_timestamp_after_max_ms)
         codec = TOPIC_COMPRESSION_CODECS.get(info.configs.get("compression.type", "producer"))
         if p.log.config.compact or codec is not None:  # the only paths that decode records
             records = validate_and_convert(records, f"{topic}-{index}", compacted=p.log.config.compact, codec=codec)
