@@ -329,3 +329,28 @@ def test_check_timestamps_reads_headers_only_within_bounds():
     check_timestamps(garbled, now, LONG_MAX_MS, 3_600_000)  # header only: max_timestamp is fine
     with pytest.raises(CorruptRecordError):
         check_timestamps(garbled, now - 2 * 3_600_000, LONG_MAX_MS, 3_600_000)
+
+
+def test_broker_default_of_the_timestamp_bounds_is_dynamic(tmp_path):
+    """``log.message.timestamp.after.max.ms`` is the broker-wide default of the topic config,
+    changed without a restart (Kafka ``DynamicLogConfig``); a topic's own value still wins."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from litemq.testing.process import BrokerProcess
+
+    with BrokerProcess(tmp_path / "data") as b:
+        bs = b.bootstrap_servers
+        follows, own = _name("ts-follows"), _name("ts-own")
+        _create(bs, follows, {})
+        _create(bs, own, {"message.timestamp.after.max.ms": "3600000"})
+        admin = AdminClient({"bootstrap.servers": bs})
+        res = ConfigResource("broker", "1", incremental_configs=[ConfigEntry(
+            "log.message.timestamp.after.max.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        topic_res = ConfigResource("topic", follows)
+        entry = admin.describe_configs([topic_res])[topic_res].result(30)["message.timestamp.after.max.ms"]
+        assert entry.value == "86400000"
+        ahead = [(b"k", b"v", (), _now_ms() + 2 * 3_600_000)]
+        with WireClient("127.0.0.1", b.port) as c:
+            assert _produce_raw(c, follows, build_batch(ahead), 9).error_code == 0
+            assert _produce_raw(c, own, build_batch(ahead), 9).error_code == ErrorCode.INVALID_TIMESTAMP

@@ -69,6 +69,10 @@ DYNAMIC_BROKER_CONFIGS: dict[str, DynamicConfig] = {
     "log.cleaner.min.cleanable.ratio": DynamicConfig("min.cleanable.dirty.ratio",
                                                      str(LogConfig().min_cleanable_dirty_ratio)),
     "log.message.timestamp.type": DynamicConfig("message.timestamp.type", LogConfig().message_timestamp_type),
+    "log.message.timestamp.before.max.ms": DynamicConfig("message.timestamp.before.max.ms",
+                                                         str(LogConfig().message_timestamp_before_max_ms)),
+    "log.message.timestamp.after.max.ms": DynamicConfig("message.timestamp.after.max.ms",
+                                                        str(LogConfig().message_timestamp_after_max_ms)),
     "message.max.bytes": DynamicConfig("max.message.bytes"),
     "min.insync.replicas": DynamicConfig("min.insync.replicas"),
     # the log cleaner (Kafka LogCleaner.ReconfigurableConfigs) that LiteMQ's cleaner has
