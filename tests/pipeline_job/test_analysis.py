@@ -79,3 +79,18 @@ def test_alerts_error_rate_jump_template_jump_new_template_and_late_lines():
     assert jump.window_start == pd.Timestamp((t0 + 12 * 60) * 1000, unit="ms", tz="UTC")
     assert win["late_lines"].sum() == 1
     assert win["lines"].sum() == len(lines)         # the late line is counted, not dropped
+
+
+def test_year_hint_dates_yearless_lines():
+    """The ``year`` header the ingester sends (column ``year_hint``) dates the lines of a format
+    without a year in the analysis too; it is kept in the source's state for later batches."""
+    line = b"Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown"
+    first = _frame([line] * 3).assign(fmt_hint="linux", year_hint="2005")
+    rows, state = process_source("s", first, None, AnalysisConfig())
+    later = _frame([line], 3).assign(fmt_hint="linux", year_hint=None)
+    rows2, _ = process_source("s", later, state, AnalysisConfig())
+    starts = set(pd.concat([rows, rows2])["window_start"].dropna())
+    assert starts and {t.year for t in starts} == {2005}
+    no_hint, _ = process_source("s", _frame([line]).assign(fmt_hint="linux"), None, AnalysisConfig())
+    years = {t.year for t in no_hint["window_start"].dropna()}
+    assert years and 2005 not in years

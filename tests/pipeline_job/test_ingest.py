@@ -158,3 +158,21 @@ def test_speed_replay_merges_sources_in_time_order(broker, tmp_path, prefix):
     assert 0.7 <= took < 10, took
     msgs = read_topic(broker.bootstrap_servers, topic)
     assert [m.value().split(b": ")[1] for m in msgs] == [b"a at 0", b"b at 2", b"a at 4", b"b at 6", b"a at 8"]
+
+
+def test_a_source_year_dates_its_yearless_lines_and_travels_in_a_header(broker, tmp_path, prefix):
+    """``years`` (the demo passes loghub's collection years) dates a syslog file's lines in that
+    year and sends it in a ``year`` header, which the analysis uses for the same lines; a file
+    without one has no header and its lines are dated in the last 12 months."""
+    old, new = tmp_path / "old.log", tmp_path / "new.log"
+    for f in (old, new):
+        f.write_text("Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown\n")
+    stats = ingest([str(old), str(new)], broker.bootstrap_servers, topic_prefix=prefix, years={str(old): 2005})
+    assert stats.lines == 2 and stats.errors == 0
+    [m_old] = read_topic(broker.bootstrap_servers, prefix + "old")
+    [m_new] = read_topic(broker.bootstrap_servers, prefix + "new")
+    assert dict(m_old.headers())["year"] == b"2005"
+    assert m_old.timestamp()[1] == int(datetime(2005, 6, 14, 15, 16, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert "year" not in dict(m_new.headers())
+    assert datetime.now(timezone.utc).year - 1 <= datetime.fromtimestamp(
+        m_new.timestamp()[1] / 1000, timezone.utc).year <= datetime.now(timezone.utc).year

@@ -58,7 +58,7 @@ def _install_stop(stop: threading.Event):
 
 
 def do_ingest(sources, bootstrap, topic_prefix, single_topic, follow, rate, speed, from_end=False,
-              idle_timeout=None, quiet=False, compression="none"):
+              idle_timeout=None, quiet=False, compression="none", years=None):
     from litemq.pipeline.ingest import ingest
 
     stop = threading.Event()
@@ -73,7 +73,7 @@ def do_ingest(sources, bootstrap, topic_prefix, single_topic, follow, rate, spee
             prog.start()
         stats = ingest(list(sources), bootstrap, topic_prefix=topic_prefix, single_topic=single_topic, follow=follow,
                        rate=rate, speed=speed, stop=stop, on_progress=on_progress,
-                       producer_config={"compression.type": compression}, **kw)
+                       producer_config={"compression.type": compression}, years=years, **kw)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:
@@ -230,7 +230,7 @@ def demo(paths, output, engine, keep_broker, machine_logs, loghub):
     from litemq.embedded import Broker
     from litemq.pipeline.demo_data import access_log_path
     from litemq.pipeline.job import connector_available
-    from litemq.pipeline.local_sources import loghub_dir, loghub_sets, machine_log_sources
+    from litemq.pipeline.local_sources import loghub_dir, loghub_sets, loghub_years, machine_log_sources
 
     out = Path(output) if output else Path.cwd() / "litemq-demo-output"
     if (out / "_checkpoint").exists() or (out / "_local_state").exists() or (out / "aggregates").exists():
@@ -246,6 +246,7 @@ def demo(paths, output, engine, keep_broker, machine_logs, loghub):
     t0 = time.monotonic()
     data_dir = tempfile.mkdtemp(prefix="litemq-demo-")
     sources = [str(access_log_path())]
+    years: dict[str, int] = {}  # year of the year-less lines of the loghub samples, by path
     if machine_logs:
         links = Path(data_dir) / "machine-logs"
         links.mkdir()
@@ -259,10 +260,11 @@ def demo(paths, output, engine, keep_broker, machine_logs, loghub):
                   f"loghub: none in {loghub_dir() / 'loghub'} (set LITEMQ_LOGHUB_DIR to the folder holding loghub/)",
                   highlight=False)
         sources += [str(p) for p in sets]
+        years = loghub_years(sets)
     sources += list(paths)
     with Broker(data_dir=str(Path(data_dir) / "broker"), num_partitions=1) as b:
         err.print(f"embedded broker at {b.bootstrap_servers} (data in {data_dir})")
-        stats = do_ingest(sources, b.bootstrap_servers, "logs.", None, False, None, None)
+        stats = do_ingest(sources, b.bootstrap_servers, "logs.", None, False, None, None, years=years)
         err.print(f"ingested {stats.lines:,} lines from {len(stats.per_source)} source(s) in {stats.elapsed_s:.1f} s")
         err.print(f"running the pipeline ({engine}) until caught up ...")
         res = _run_job(b.bootstrap_servers, [r"logs\..*"], out, True, engine, None, 5.0)

@@ -43,7 +43,7 @@ __all__ = ["AnalysisConfig", "SourceState", "WindowAgg", "process_source", "OUTP
            "OUTPUT_SCHEMA", "INPUT_COLUMNS", "ERROR_LEVELS", "path_key"]
 
 ERROR_LEVELS = frozenset({"ERROR", "FATAL"})
-INPUT_COLUMNS = ["source", "fmt_hint", "topic", "partition", "offset", "timestamp_ms", "value"]
+INPUT_COLUMNS = ["source", "fmt_hint", "topic", "partition", "offset", "timestamp_ms", "value", "year_hint"]
 
 #: (name, Spark SQL type) of every output column, in order.
 OUTPUT_FIELDS: list[tuple[str, str]] = [
@@ -118,6 +118,7 @@ class WindowAgg:
 @dataclass
 class SourceState:
     fmt: str | None = None
+    year: int | None = None        # the year of year-less timestamps, from the records' "year" header
     lines_seen: int = 0
     miner: bytes | None = None
     max_event_ms: int | None = None
@@ -221,7 +222,9 @@ def process_source(source: str, pdf: pd.DataFrame, state_blob: bytes | None,
         source: the source name.
         pdf: the source's records in this micro-batch, columns :data:`INPUT_COLUMNS`
             (``value`` = raw line bytes, ``timestamp_ms`` = record timestamp, ``fmt_hint`` = the
-            ``format`` header or ``None``). Processed in (topic, partition, offset) order, so the
+            ``format`` header or ``None``, ``year_hint`` = the ``year`` header, the year the
+            ingester dated the source's year-less lines with, or ``None``; the column may be
+            absent). Processed in (topic, partition, offset) order, so the
             result does not depend on how Spark shuffled the rows.
         state_blob: the state returned for this source by the previous micro-batch, or ``None``.
 
@@ -242,13 +245,16 @@ def process_source(source: str, pdf: pd.DataFrame, state_blob: bytes | None,
                 st.fmt = fmt
         else:
             fmt = st.fmt
+        if st.year is None and "year_hint" in pdf:  # the ingester's year for lines without one
+            years = [h for h in pdf["year_hint"] if isinstance(h, str) and h.isdigit()]
+            st.year = int(years[0]) if years else None
         miner = TemplateMiner.from_state(st.miner) if st.miner else TemplateMiner(fmt if fmt != "unknown" else "default")
         touched: set[int] = set()
         wm = st.watermark_ms(cfg)
         rec_ts = pdf["timestamp_ms"].tolist()
         wms = cfg.window_ms
         for text, rts in zip(texts, rec_ts):
-            p = parse_line(text, fmt)
+            p = parse_line(text, fmt, year=st.year)
             ts = p.timestamp_ms if p.timestamp_ms is not None else (int(rts) if rts is not None and rts == rts else 0)
             tid, template, is_new = miner.add(p.message)
             st.template_text[tid] = template

@@ -86,6 +86,7 @@ class Source:
     topic: str
     fmt: str | None = None          # detected lazily from the first lines
     last_ts_ms: int | None = None   # timestamp of the last line that had one (for continuation lines)
+    year: int | None = None         # year of its year-less timestamps (None: the Ingester's, else the latest fitting)
 
 
 def _expand(spec: str) -> tuple[list[Path], bool]:
@@ -100,8 +101,10 @@ def _expand(spec: str) -> tuple[list[Path], bool]:
 
 
 def resolve_sources(specs: Iterable[str | Path], topic_prefix: str = "logs.",
-                    single_topic: str | None = None, *, must_exist: bool = True) -> list[Source]:
-    """Expand files, directories and globs into :class:`Source` objects with unique names.
+                    single_topic: str | None = None, *, must_exist: bool = True,
+                    years: dict[str, int] | None = None) -> list[Source]:
+    """Expand files, directories and globs into :class:`Source` objects with unique names;
+    ``years`` maps a file's path (as given or resolved) to the year of its year-less timestamps.
 
     Raises:
         FileNotFoundError: a plain file does not exist (and ``must_exist``).
@@ -124,7 +127,10 @@ def resolve_sources(specs: Iterable[str | Path], topic_prefix: str = "logs.",
         else:
             seen[name] = 1
         topic = single_topic if single_topic else topic_for(topic_prefix, name)
-        out.append(Source(name=name, path=f, topic=topic))
+        year = None
+        if years:
+            year = years.get(str(f), years.get(str(f.resolve())))
+        out.append(Source(name=name, path=f, topic=topic, year=year))
     return out
 
 
@@ -331,8 +337,9 @@ class Ingester:
         text = line.decode("utf-8", "replace")
         key = None
         ts = None
+        year = src.year if src.year is not None else self.year
         if src.fmt != "unknown":
-            p = parse_line(text, src.fmt, year=self.year)
+            p = parse_line(text, src.fmt, year=year)
             k = p.host or p.component
             key = k.encode("utf-8") if k else None
             ts = p.timestamp_ms
@@ -349,6 +356,8 @@ class Ingester:
             # which the analysis parses again.
             ts = now
         headers = [("source", src.name.encode()), ("format", src.fmt.encode())]
+        if year is not None:  # the analysis dates year-less lines with it too
+            headers.append(("year", str(year).encode()))
         while True:
             try:
                 self.producer.produce(src.topic, line, key=key, timestamp=ts, headers=headers,
@@ -431,7 +440,8 @@ class Ingester:
             for line in join_records(iter_file_lines(src.path), src.fmt):
                 ts = None
                 if src.fmt != "unknown":
-                    ts = parse_line(line.decode("utf-8", "replace"), src.fmt, year=self.year).timestamp_ms
+                    ts = parse_line(line.decode("utf-8", "replace"), src.fmt,
+                                    year=src.year if src.year is not None else self.year).timestamp_ms
                 last = ts if ts is not None else last
                 yield (last if last is not None else -1, i, src, line)
 
@@ -516,11 +526,12 @@ class Ingester:
 def ingest(specs: list[str], bootstrap: str, *, topic_prefix: str = "logs.", single_topic: str | None = None,
            follow: bool = False, rate: float | None = None, speed: float | None = None,
            stop: threading.Event | None = None, producer_config: dict | None = None,
-           on_progress=None, **follow_kw) -> IngestStats:
-    """Library entry point of ``litemq ingest`` (see the module docstring)."""
+           on_progress=None, years: dict[str, int] | None = None, **follow_kw) -> IngestStats:
+    """Library entry point of ``litemq ingest`` (see the module docstring). ``years``: the year
+    of the year-less timestamps of given files, by path (:func:`resolve_sources`)."""
     ing = Ingester(bootstrap, producer_config=producer_config, on_progress=on_progress)
     if follow:
         return ing.follow([str(s) for s in specs], topic_prefix=topic_prefix, single_topic=single_topic,
                           stop=stop, **follow_kw)
-    sources = resolve_sources(specs, topic_prefix, single_topic)
+    sources = resolve_sources(specs, topic_prefix, single_topic, years=years)
     return ing.replay(sources, rate=rate, speed=speed, stop=stop)

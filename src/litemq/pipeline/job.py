@@ -150,6 +150,7 @@ def build_stream(spark, bootstrap: str, patterns: list[str], cfg: AnalysisConfig
         "topic", "partition", "offset",
         F.unix_millis("timestamp").alias("timestamp_ms"),
         "value",
+        hdr("year").alias("year_hint"),
     )
     return inp.groupBy("source").applyInPandasWithState(
         _state_fn(cfg), OUTPUT_SCHEMA, "blob binary", "append", GroupStateTimeout.NoTimeout)
@@ -349,8 +350,9 @@ def _run_local(bootstrap, patterns, out, once, cfg, sinks, res, stop, max_offset
                         h = dict(m.headers() or [])
                         src = h.get("source")
                         fmt = h.get("format")
+                        year = h.get("year")
                         rows.append((src.decode() if src else t, fmt.decode() if fmt else None, t, p, m.offset(),
-                                     m.timestamp()[1], m.value()))
+                                     m.timestamp()[1], m.value(), year.decode() if year else None))
                         pos = m.offset() + 1
                 consumer.unassign()
             pdf = pd.DataFrame(rows, columns=INPUT_COLUMNS)

@@ -23,7 +23,7 @@ from typing import Callable
 from litemq.pipeline.formats import detect_format
 
 __all__ = ["MACHINE_LOGS", "MACHINE_LOG_MAX_BYTES", "JOURNAL_MAX_LINES", "MachineLog", "machine_log_sources",
-           "loghub_dir", "loghub_sets"]
+           "loghub_dir", "loghub_sets", "loghub_years"]
 
 MACHINE_LOGS: tuple[tuple[str, str], ...] = (
     ("dpkg", "/var/log/dpkg.log"),
@@ -175,6 +175,15 @@ def loghub_dir() -> Path:
     from litemq.pipeline.accuracy import default_data_dir
 
     return default_data_dir()
+
+
+def loghub_years(sets: list[Path]) -> dict[str, int]:
+    """The year of each loghub sample whose lines carry none (Linux, Mac, OpenSSH, Android,
+    Proxifier: their collection years), by path, for :func:`litemq.pipeline.ingest.ingest`'s
+    ``years``: the report then dates their events in that year, not in the last 12 months."""
+    from litemq.pipeline.accuracy import YEARS
+
+    return {str(p): YEARS[p.parent.name] for p in sets if p.parent.name in YEARS}
 
 
 def loghub_sets(base: str | Path | None = None) -> list[Path]:
