@@ -318,17 +318,18 @@ def test_check_timestamps_reads_headers_only_within_bounds():
     """A batch within the default bounds is judged from its header: a batch whose records could
     not be decoded (its record bytes garbled behind a header that still parses) passes untouched,
     while the same garbling in a batch that breaks the bound is decoded and reported corrupt."""
-    from litemq.broker.record_validation import LONG_MAX_MS, check_timestamps
+    from litemq.broker.record_validation import check_timestamps
+    from litemq.storage.config import LONG_MAX
     from litemq.protocol.errors import CorruptRecordError
 
     now = _now_ms()
     good = bytearray(build_batch([(b"k", b"v", (), now)]))
-    check_timestamps(good, now, LONG_MAX_MS, 3_600_000)
+    check_timestamps(good, now, LONG_MAX, 3_600_000)
     garbled = bytearray(good)
     garbled[-3:] = b"\xff\xff\xff"  # the record's bytes (the CRC no longer matches)
-    check_timestamps(garbled, now, LONG_MAX_MS, 3_600_000)  # header only: max_timestamp is fine
+    check_timestamps(garbled, now, LONG_MAX, 3_600_000)  # header only: max_timestamp is fine
     with pytest.raises(CorruptRecordError):
-        check_timestamps(garbled, now - 2 * 3_600_000, LONG_MAX_MS, 3_600_000)
+        check_timestamps(garbled, now - 2 * 3_600_000, LONG_MAX, 3_600_000)
 
 
 def test_broker_default_of_the_timestamp_bounds_is_dynamic(tmp_path):

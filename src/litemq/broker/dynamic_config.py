@@ -24,9 +24,7 @@ from dataclasses import dataclass
 
 from litemq.config import BrokerConfig, is_broker_setting
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.storage.config import LogConfig
-
-LONG_MAX = 2**63 - 1
+from litemq.storage.config import LONG_MAX, LogConfig
 
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 2, 3, 4, 5
 """Kafka ``DescribeConfigsResponse.ConfigSource`` ids of broker-level values."""

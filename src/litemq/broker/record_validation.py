@@ -37,6 +37,7 @@ from litemq.protocol.records import (
     decode_batch,
     iter_batches,
 )
+from litemq.storage.config import LONG_MAX
 
 TOPIC_COMPRESSION_CODECS: dict[str, int] = {
     "uncompressed": COMPRESSION_NONE,
@@ -88,7 +89,7 @@ def check_timestamps(records, now_ms: int, before_max_ms: int, after_max_ms: int
             offending record of the first failing batch, as Kafka 4 answers.
         CorruptRecordError, InvalidRecordError: from decoding a batch that needs its records.
     """
-    lower_bound = before_max_ms < LONG_MAX_MS
+    lower_bound = before_max_ms < LONG_MAX  # Kafka's default, Long.MAX_VALUE: no lower bound
     for pos, h in iter_batches(records):
         if h.is_control or h.timestamp_type != TIMESTAMP_CREATE_TIME:
             continue
@@ -107,10 +108,6 @@ def check_timestamps(records, now_ms: int, before_max_ms: int, after_max_ms: int
         if errors:
             raise TimestampValidationError("One or more records have been rejected due to invalid timestamp",
                                            errors)
-
-
-LONG_MAX_MS = 2**63 - 1
-"""``message.timestamp.before.max.ms`` at Kafka's default (``Long.MAX_VALUE``): no lower bound."""
 
 
 def target_codec(compression_type: str | None) -> int | None:

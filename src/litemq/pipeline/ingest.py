@@ -330,6 +330,11 @@ class Ingester:
             if self._first_error is None:
                 self._first_error = str(err)
 
+    def _year_of(self, src: Source) -> int | None:
+        """The year of ``src``'s year-less timestamps: its own, else this ingester's (None: the
+        latest one that fits, :func:`parse_line`)."""
+        return src.year if src.year is not None else self.year
+
     def send(self, src: Source, line: bytes, now_ms: int | None = None) -> int | None:
         """Produce one line (bytes, no line ending). Returns the record timestamp used."""
         if src.fmt is None:
@@ -337,7 +342,7 @@ class Ingester:
         text = line.decode("utf-8", "replace")
         key = None
         ts = None
-        year = src.year if src.year is not None else self.year
+        year = self._year_of(src)
         if src.fmt != "unknown":
             p = parse_line(text, src.fmt, year=year)
             k = p.host or p.component
@@ -440,8 +445,7 @@ class Ingester:
             for line in join_records(iter_file_lines(src.path), src.fmt):
                 ts = None
                 if src.fmt != "unknown":
-                    ts = parse_line(line.decode("utf-8", "replace"), src.fmt,
-                                    year=src.year if src.year is not None else self.year).timestamp_ms
+                    ts = parse_line(line.decode("utf-8", "replace"), src.fmt, year=self._year_of(src)).timestamp_ms
                 last = ts if ts is not None else last
                 yield (last if last is not None else -1, i, src, line)
 

@@ -60,8 +60,8 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
             check_timestamps(records, time.time_ns() // 1_000_000, cfg.message_timestamp_before_max_ms,
                              cfg.message_timestamp_after_max_ms)
         codec = TOPIC_COMPRESSION_CODECS.get(info.configs.get("compression.type", "producer"))
-        if p.log.config.compact or codec is not None:  # the only paths that decode records
-            records = validate_and_convert(records, f"{topic}-{index}", compacted=p.log.config.compact, codec=codec)
+        if cfg.compact or codec is not None:  # the only paths that decode records
+            records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec)
         ai = p.append(records)
     except KafkaError as exc:
         if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
