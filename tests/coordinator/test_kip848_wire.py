@@ -13,6 +13,7 @@ import pytest
 
 from litemq.embedded import Broker
 from litemq.protocol.errors import ErrorCode as E
+from litemq.testing.cluster import wait_for
 from litemq.testing.wire import WireClient
 
 HB, DESCRIBE_CG, JOIN, LIST, DESCRIBE, COMMIT, FETCH, API_VERSIONS = 68, 69, 11, 16, 15, 8, 9, 18
@@ -395,14 +396,11 @@ def test_exactly_once_with_a_consumer_group_member(broker):
         admin = AdminClient({"bootstrap.servers": bs})
         # EndTxn is answered once PrepareCommit is durable; the markers that make the offsets
         # visible follow (in Kafka too), so a read right after commit_transaction may come early
-        deadline = time.monotonic() + 30
-        while True:
+        def committed() -> dict[int, int]:
             res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("eos")])["eos"].result(timeout=30)
-            got = {t.partition: t.offset for t in res.topic_partitions}
-            if got == {0: 10, 1: 10} or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert got == {0: 10, 1: 10}
+            return {t.partition: t.offset for t in res.topic_partitions}
+
+        wait_for(lambda: committed() == {0: 10, 1: 10}, 30, lambda: f"offsets {{0: 10, 1: 10}}, have {committed()}")
     finally:
         c.close()
 
