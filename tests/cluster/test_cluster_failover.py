@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.cli.cluster_commands import _is_our_broker as _running
-from litemq.testing.cluster import LocalCluster, free_base_port, wait_for
+from litemq.testing.cluster import LocalCluster, free_base_port, join_args, wait_for
 from litemq.testing.readback import read_sequenced
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
@@ -380,7 +380,7 @@ def test_consumer_group_survives_coordinator_kill(tmp_path):
 # ---------------------------------------------------------------------------- d
 def test_cli_cluster_start_status_stop(tmp_path):
     data_dir = tmp_path / "tmp"
-    base = free_base_port(3)
+    base = free_base_port(4)
     env = dict(os.environ, COLUMNS="200")
 
     def litemq(*args, timeout=120):
@@ -413,6 +413,42 @@ def test_cli_cluster_start_status_stop(tmp_path):
         out = wait_for(status_shows_everything, 30, "cluster status with 3 live brokers and 3 led partitions",
                          interval_s=0.5)
         assert "metadata: leader" in out
+
+        # A broker that joins later (docs/cluster.md: `litemq serve --join`) is not in the
+        # cluster's state file; status still asks it, so the partitions it leads are shown.
+        joined = subprocess.Popen(
+            [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(data_dir / "node-4"),
+             "--listen", f"127.0.0.1:{base + 3}", "--http-listen", "off",
+             *join_args(4, base + 103, [base + 100, base + 101]),
+             *[a for k, v in OVERRIDES.items() for a in ("-o", f"{k}={v}")]],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pids.append(joined.pid)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def node4_live():
+            return 4 in admin.list_topics(timeout=5).brokers
+        wait_for(node4_live, 60, "broker 4 joined", interval_s=0.5)
+        admin.create_topics([NewTopic("onjoined", 1, replica_assignment=[[4, 1, 2]])])["onjoined"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(5):
+            producer.produce("onjoined", str(i).encode())
+        assert producer.flush(30) == 0
+
+        def status_shows_joined():
+            r = litemq("cluster", "status", "--data-dir", str(data_dir))
+            assert r.returncode == 0, r.stdout + r.stderr
+            rows = {tuple(c.strip() for c in line.split("│")[1:-1]) for line in r.stdout.splitlines()}
+            node4 = [row for row in rows if row[:1] == ("4",)]
+            led = [row for row in rows if row[:1] == ("onjoined",)]
+            return (node4, led) if node4 and led and led[0][2] == "4" and led[0][5] == "5" else None
+
+        node4, led = wait_for(status_shows_joined, 30, "cluster status shows broker 4 and the partition it leads",
+                              interval_s=0.5)
+        assert node4[0][1] == f"127.0.0.1:{base + 3}" and node4[0][3] == f"127.0.0.1:{base + 103}", node4
+        assert node4[0][5] == "answering" and node4[0][6] == "yes", node4
+        assert led[0][4] == "4,1,2" and led[0][6] == "5", led  # replicas, log end offset
+        joined.terminate()
+        joined.wait(30)
 
         r = litemq("cluster", "stop", "--data-dir", str(data_dir))
         assert r.returncode == 0, r.stdout + r.stderr

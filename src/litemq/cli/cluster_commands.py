@@ -323,6 +323,15 @@ def cluster_status(data_dir, show_internal, timeout_s) -> None:
     md = by_term[0].get("metadata") or {}
     view = answered.get(md.get("leader_id")) or by_term[0]
     md = view.get("metadata") or md
+    # Brokers that joined later (``litemq serve --join``) are not in the state file: the
+    # metadata names them with their RPC address, and their replicas lead and lag too.
+    for b in view.get("brokers") or []:
+        nid, rpc = b.get("node_id"), b.get("rpc")
+        if nid in statuses or not rpc or not b.get("live"):
+            continue
+        statuses[nid] = ask_status(rpc[0], int(rpc[1]), timeout_s)
+        if statuses[nid] is not None:
+            answered[nid] = statuses[nid]
     _print_brokers(nodes, statuses, view)
     leader = md.get("leader_id")
     console.print(f"metadata: leader [bold]{leader if leader is not None else 'none'}[/], term {md.get('term')}, "
@@ -346,6 +355,8 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
             process = "running" if _is_our_broker(nd["pid"]) else "[red]exited[/]"
             if statuses.get(nid) is None and process == "running":
                 process = "[yellow]not answering[/]"
+        elif nid in statuses:  # joined later, not started by 'cluster start'
+            process = "answering" if statuses[nid] is not None else "[yellow]not answering[/]"
         else:
             process = "-"
         st = statuses.get(nid) or {}
@@ -355,7 +366,8 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
         # the directory.id of the broker's data dir (meta.properties), as it registered it
         directory_id = (b or {}).get("directory_id") or (statuses.get(nid) or {}).get("directory_id") or "-"
         rack = (b or {}).get("rack") or "-"  # broker.rack as the broker registered it
-        table.add_row(str(nid), address, rack, f"{HOST}:{nd['rpc_port']}" if nd else "-", str(nd.get("pid", "-")),
+        rpc = f"{HOST}:{nd['rpc_port']}" if nd else ("{}:{}".format(*b["rpc"]) if b and b.get("rpc") else "-")
+        table.add_row(str(nid), address, rack, rpc, str(nd.get("pid", "-")),
                       process, live, directory_id)
     console.print(table)
 
