@@ -450,6 +450,24 @@ def test_cli_cluster_start_status_stop(tmp_path):
         joined.terminate()
         joined.wait(30)
 
+        # A broker of the running cluster that was killed: the same 'cluster start' starts just
+        # that one again (another -n is refused, naming the command that would do it).
+        os.kill(pids[1], 9)
+        wait_for(lambda: not _running(pids[1]), 10, "broker 2 gone")
+        r = litemq("cluster", "start", "-n", "4", "--base-port", str(base), "--data-dir", str(data_dir))
+        assert r.returncode == 1 and "its broker 2 exited" in r.stderr, r.stdout + r.stderr
+        assert f"litemq cluster start -n 3 --base-port {base}" in r.stderr, r.stderr
+        r = litemq("cluster", "start", "-n", "3", "--base-port", str(base), "--data-dir", str(data_dir))
+        assert r.returncode == 0 and "started broker 2 again" in r.stdout, r.stdout + r.stderr
+        state = json.loads((data_dir / "cluster.json").read_text())
+        restarted = state["nodes"][1]["pid"]
+        assert restarted != pids[1] and _running(restarted) and [nd["pid"] for nd in state["nodes"]][::2] == pids[:3:2]
+        pids.append(restarted)
+        r = litemq("cluster", "status", "--data-dir", str(data_dir))
+        row = [line for line in r.stdout.splitlines() if line.startswith(f"│ 2  │ 127.0.0.1:{base + 1}")]
+        assert row and "running" in row[0] and "yes" in row[0], r.stdout
+        pids = [nd["pid"] for nd in state["nodes"]]
+
         r = litemq("cluster", "stop", "--data-dir", str(data_dir))
         assert r.returncode == 0, r.stdout + r.stderr
         assert not [pid for pid in pids if _running(pid)], "brokers still running after 'cluster stop'"

@@ -36,7 +36,7 @@ from litemq.cli.common import CliError, console, make_table, parse_kv
 from litemq.cluster.quorum import directory_uuid, directory_id_text
 from litemq.config import DEFAULT_HTTP_PORT, BrokerConfig
 from litemq.limits import VOTER_CHANGE_MAX_TIMEOUT_MS, VOTER_CHANGE_TIMEOUT_MS
-from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, wait_cluster_ready
+from litemq.testing.cluster import HOST, ask_status, claimed_leaders, cluster_args, wait_cluster_ready, wait_for
 from litemq.testing.process import port_is_free
 
 STATE_FILE = "cluster.json"
@@ -167,6 +167,73 @@ def _log_tail(path: Path, chars: int = 2000) -> str:
         return "(no log)"
 
 
+def _spawn(nd: dict, rpc_ports: dict[int, int], settings: dict[str, str], rack: str | None) -> int:
+    """Start node ``nd`` (a ``cluster.json`` node entry) detached, output appended to its log;
+    returns its pid."""
+    i = nd["node_id"]
+    args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", nd["data_dir"],
+            "--listen", f"{HOST}:{nd['port']}", *cluster_args(i, rpc_ports, HOST),
+            "--http-listen", f"{HOST}:{nd['http_port']}" if nd.get("http_port") else settings.get("http.listen", "off")]
+    for k, v in settings.items():
+        args += ["-o", f"{k}={v}"]
+    if rack:
+        args += ["-o", f"broker.rack={rack}"]
+    with open(nd["log"], "ab") as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # detached: survives this command and Ctrl-C
+    return proc.pid
+
+
+def _restart_exited(data_dir: Path, state: dict, exited: list[dict], timeout_s: float) -> None:
+    """Start again the brokers of a running ``cluster start`` cluster that exited (killed,
+    crashed), each with the ports, HTTP port, rack and overrides it was started with and its
+    kept data, and wait until every recorded broker is live again.
+
+    Raises:
+        CliError: a restarted broker exits during start-up, or the cluster is not ready in
+            ``timeout_s`` seconds (the restarted brokers are left running then).
+    """
+    nodes = state["nodes"]
+    rpc_ports = {nd["node_id"]: nd["rpc_port"] for nd in nodes}
+    racks = (state.get("start") or {}).get("racks") or []
+    busy = sorted(p for nd in exited for p in (nd["port"], nd["rpc_port"]) if not port_is_free(p))
+    if busy:
+        raise CliError(f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} of the exited "
+                       f"broker{'s' if len(exited) > 1 else ''} already in use")
+    for nd in exited:
+        rack = racks[nd["node_id"] - 1] if len(racks) >= nd["node_id"] else None
+        nd["pid"] = _spawn(nd, rpc_ports, state.get("overrides") or {}, rack)
+    _write_state(data_dir, state)
+    ids = ", ".join(str(nd["node_id"]) for nd in exited)
+    console.print(f"started broker{'s' if len(exited) > 1 else ''} {ids} again (the others are running); "
+                  f"waiting for the cluster ...")
+
+    def check() -> None:
+        for nd in exited:
+            if not _is_our_broker(nd["pid"]):
+                raise CliError(f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n"
+                               f"{_log_tail(Path(nd['log']))}")
+
+    want = {nd["node_id"] for nd in nodes}
+
+    def all_live() -> bool:
+        """Each restarted broker answers itself (the metadata may still count the killed
+        process live) and knows a metadata leader that counts every recorded broker live."""
+        check()
+        for nd in exited:
+            st = ask_status(HOST, nd["rpc_port"], 2.0)
+            live = {b.get("node_id") for b in (st or {}).get("brokers") or [] if b.get("live")}
+            if not st or (st.get("metadata") or {}).get("leader_id") is None or not want <= live:
+                return False
+        return True
+
+    try:
+        wait_for(all_live, timeout_s, f"brokers {ids} live again", interval_s=0.2)
+    except TimeoutError as exc:
+        raise CliError(f"{exc}; see the logs in {data_dir}/node-<id>/broker.log") from None
+    console.print(f"cluster ready: its {len(nodes)} brokers live; bootstrap servers: [bold]{state['bootstrap_servers']}[/]")
+
+
 # ------------------------------------------------------------------ commands
 @click.group()
 def cluster() -> None:
@@ -188,7 +255,10 @@ def cluster() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds to wait for a metadata leader with all brokers live.")
 def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, timeout_s) -> None:
-    """Start N brokers in the background and wait until the cluster is ready."""
+    """Start N brokers in the background and wait until the cluster is ready.
+
+    On a cluster from DIR that is running with some of its brokers exited (killed, crashed),
+    the same -n and --base-port start those brokers again, as they were started before."""
     settings = parse_kv(overrides, "--override")
     rack_list = [r.strip() for r in racks.split(",")] if racks is not None else []
     if racks is not None and (len(rack_list) != n or not all(rack_list)):
@@ -205,8 +275,16 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
         old = _load_state(data_dir)
         alive = [] if "stopped_at" in old else [nd["pid"] for nd in old.get("nodes", []) if _is_our_broker(nd["pid"])]
         if alive:
+            recorded = old.get("start") or {}
+            exited = [nd for nd in old.get("nodes", []) if not _is_our_broker(nd["pid"])]
+            if exited and (recorded.get("nodes"), recorded.get("base_port")) == (n, base_port):
+                _restart_exited(data_dir, old, exited, timeout_s)
+                return
+            why = (f"its broker{'s' if len(exited) > 1 else ''} {', '.join(str(nd['node_id']) for nd in exited)} "
+                   f"exited: '{_start_command(data_dir, old)}' starts {'them' if len(exited) > 1 else 'it'} again, "
+                   f"or " if exited else "")
             raise CliError(f"a cluster from {data_dir} is running (pids {', '.join(map(str, alive))}); "
-                           f"'litemq cluster stop --data-dir {data_dir}' first")
+                           f"{why}'litemq cluster stop --data-dir {data_dir}' first")
     ids = range(1, n + 1)
     ports = {i: base_port + i - 1 for i in ids}
     rpc_ports = {i: base_port + RPC_PORT_OFFSET + i - 1 for i in ids}
@@ -228,19 +306,10 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
     for i in ids:
         node_dir = data_dir / f"node-{i}"
         node_dir.mkdir(exist_ok=True)
-        log_path = node_dir / "broker.log"
-        args = [sys.executable, "-m", "litemq.cli", "serve", "--data-dir", str(node_dir),
-                "--listen", f"{HOST}:{ports[i]}", *cluster_args(i, rpc_ports, HOST),
-                "--http-listen", f"{HOST}:{http_ports[i]}" if i in http_ports else settings.get("http.listen", "off")]
-        for k, v in settings.items():
-            args += ["-o", f"{k}={v}"]
-        if rack_list:
-            args += ["-o", f"broker.rack={rack_list[i - 1]}"]
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # detached: survives this command and Ctrl-C
-        nodes.append({"node_id": i, "pid": proc.pid, "host": HOST, "port": ports[i], "rpc_port": rpc_ports[i],
-                      "http_port": http_ports.get(i), "data_dir": str(node_dir), "log": str(log_path)})
+        nd = {"node_id": i, "pid": None, "host": HOST, "port": ports[i], "rpc_port": rpc_ports[i],
+              "http_port": http_ports.get(i), "data_dir": str(node_dir), "log": str(node_dir / "broker.log")}
+        nd["pid"] = _spawn(nd, rpc_ports, settings, rack_list[i - 1] if rack_list else None)
+        nodes.append(nd)
     bootstrap = ",".join(f"{HOST}:{ports[i]}" for i in ids)
     _write_state(data_dir, {"nodes": nodes, "bootstrap_servers": bootstrap, "overrides": settings,
                             "start": {"nodes": n, "base_port": base_port, "http_base_port": http_base_port,
