@@ -587,7 +587,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "default.replication.factor": (1, RAFT_MAX_VOTERS),
     "message.max.bytes": (0, None),
     "min.insync.replicas": (1, None),
-    "log.segment.bytes": (14, None),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "log.segment.bytes": (1024 * 1024, None),  # Kafka 4 (KIP-1030); topics: internal.segment.bytes goes lower
     "log.roll.ms": (1, None),
     "log.retention.ms": (-1, None),  # -1: no time limit
     "log.retention.bytes": (-1, None),  # -1: no size limit

@@ -45,7 +45,7 @@ def test_broker_configs_across_a_cluster(tmp_path):
     with LocalCluster(tmp_path, 3, overrides={"log.retention.check.interval.ms": "200"}) as cluster:
         bs = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic("follows", 3, 3, config={"segment.bytes": "1024"})],
+        admin.create_topics([NewTopic("follows", 3, 3, config={"internal.segment.bytes": "1024"})],
                             operation_timeout=15)["follows"].result(30)
         cluster.wait_leaders("follows", 3)
         p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "batch.num.messages": 1})

@@ -38,7 +38,7 @@ def test_set_broker_configs_and_directory_id_survive_a_snapshot():
     ({"num.partitions": "3"}, ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)"),
     ({"log.retention.hours": "3"}, ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically"),
     ({"no.such": "3"}, ErrorCode.INVALID_CONFIG, "Unknown broker config name(s): no.such"),
-    ({"log.segment.bytes": "13"}, ErrorCode.INVALID_REQUEST, "value must be at least 14"),
+    ({"log.segment.bytes": "1048575"}, ErrorCode.INVALID_REQUEST, "value must be at least 1048576"),
     ({"log.cleanup.policy": "bogus"}, ErrorCode.INVALID_REQUEST, "cleanup.policy"),
     ({"log.cleaner.min.cleanable.ratio": "2"}, ErrorCode.INVALID_REQUEST, "min.cleanable.dirty.ratio"),
     ({"leader.replication.throttled.rate": "-1"}, ErrorCode.INVALID_REQUEST, "value must be at least 0"),
@@ -51,15 +51,15 @@ def test_dynamic_config_validation(configs, code, text):
 
 
 def test_effective_config_precedence():
-    static = BrokerConfig.from_sources(overrides={"log.retention.ms": "7000", "log.segment.bytes": "4096"})
+    static = BrokerConfig.from_sources(overrides={"log.retention.ms": "7000", "log.segment.bytes": "2097152"})
     per_broker, default = {"log.retention.ms": "5"}, {"log.retention.ms": "1000", "log.cleaner.delete.retention.ms": "9"}
     dynamic_config.validate("", default)
     with pytest.raises(KafkaError):
         dynamic_config.validate("one", {})
     eff = dynamic_config.effective(static, per_broker, default)
-    assert eff.log_retention_ms == 5 and eff.log_segment_bytes == 4096 and static.log_retention_ms == 7000
+    assert eff.log_retention_ms == 5 and eff.log_segment_bytes == 2097152 and static.log_retention_ms == 7000
     logs = dynamic_config.log_config_defaults(eff, per_broker, default)
-    assert logs["retention.ms"] == "5" and logs["delete.retention.ms"] == "9" and logs["segment.bytes"] == "4096"
+    assert logs["retention.ms"] == "5" and logs["delete.retention.ms"] == "9" and logs["segment.bytes"] == "2097152"
     src = dynamic_config.source_of
     assert src("log.retention.ms", static, per_broker, default) == dynamic_config.SOURCE_DYNAMIC_BROKER
     assert src("log.retention.ms", static, {}, default) == dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER

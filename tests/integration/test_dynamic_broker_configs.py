@@ -79,8 +79,8 @@ def test_broker_configs_on_a_single_broker(tmp_path):
     try:
         bs = broker.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic("follows", 1, 1, config={"segment.bytes": "1024"}),
-                             NewTopic("own", 1, 1, config={"segment.bytes": "1024", "retention.ms": "-1"})],
+        admin.create_topics([NewTopic("follows", 1, 1, config={"internal.segment.bytes": "1024"}),
+                             NewTopic("own", 1, 1, config={"internal.segment.bytes": "1024", "retention.ms": "-1"})],
                             operation_timeout=15)
         for t in ("follows", "own"):
             wait_for(lambda: t in admin.list_topics(timeout=10).topics, 15, f"topic {t}")
@@ -122,8 +122,8 @@ def test_broker_configs_on_a_single_broker(tmp_path):
         code, text = _alter_error(admin, "1", "num.partitions", "3")
         assert code == KafkaError.INVALID_REQUEST and "Cannot update these configs dynamically" in text
         assert _alter_error(admin, "1", "no.such.config", "3")[0] == KafkaError.INVALID_CONFIG
-        code, text = _alter_error(admin, "1", "log.segment.bytes", "3")
-        assert code == KafkaError.INVALID_REQUEST and "value must be at least 14" in text
+        code, text = _alter_error(admin, "1", "log.segment.bytes", "1048575")  # Kafka 4: at least 1 MiB
+        assert code == KafkaError.INVALID_REQUEST and "value must be at least 1048576" in text
         assert _entry(admin, "broker", "1", "num.partitions") == ("1", "DEFAULT_CONFIG")
         assert _describe(admin, "broker", "1")["num.partitions"].is_read_only
         r = _cli("config", "alter", "--broker", "1", "--set", "num.partitions=3", "-b", bs)

@@ -105,7 +105,8 @@ def test_cluster_stop_then_start_at_once_on_the_same_ports(tmp_path):
 
 def test_serve_bad_numeric_settings_are_one_line_naming_the_setting(tmp_path):
     cases = {"message.max.bytes=-5": "invalid value -5 for configuration message.max.bytes: value must be at least 0",
-             "log.segment.bytes=0": "invalid value 0 for configuration log.segment.bytes: value must be at least 14",
+             "log.segment.bytes=0": "invalid value 0 for configuration log.segment.bytes: value must be at least "
+                                    "1048576",
              "num.partitions=0": "invalid value 0 for configuration num.partitions: value must be between 1 and "
                                  "10000",
              "log.roll.hours=0": "invalid value 0 for configuration log.roll.hours: value must be at least 1",
@@ -170,13 +171,13 @@ def test_topic_describe_names_config_sources(tmp_path):
 
     with BrokerProcess(tmp_path / "d", overrides={"log.retention.ms": "1000000"}) as broker:
         b = ["-b", broker.bootstrap_servers]
-        assert _litemq("topic", "create", "nu-src", "-c", "segment.bytes=100000", *b).returncode == 0
+        assert _litemq("topic", "create", "nu-src", "-c", "segment.bytes=2097152", *b).returncode == 0
         r = _litemq("topic", "describe", "nu-src", *b)
     assert r.returncode == 0, r.stderr
     rows = {cells[0]: cells[1:] for cells in (
         [c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.decode().splitlines() if "│" in line)
         if len(cells) == 3}
-    assert rows["segment.bytes"] == ["100000", "DYNAMIC_TOPIC_CONFIG"]
+    assert rows["segment.bytes"] == ["2097152", "DYNAMIC_TOPIC_CONFIG"]
     assert rows["retention.ms"] == ["1000000", "STATIC_BROKER_CONFIG"]
     assert rows["cleanup.policy"] == ["delete", "DEFAULT_CONFIG"]
 

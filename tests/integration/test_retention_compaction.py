@@ -69,7 +69,7 @@ def _wait_until(pred, timeout_s: float = 20.0) -> bool:
 
 def test_retention_by_time_deletes_old_segments(fast_maintenance_broker):
     bs = fast_maintenance_broker.bootstrap_servers
-    _create(bs, "ret-time", {"segment.bytes": "2048", "retention.ms": "1500"})
+    _create(bs, "ret-time", {"internal.segment.bytes": "2048", "retention.ms": "1500"})
     _produce(bs, "ret-time", [(b"k", b"x" * 100) for _ in range(200)])
     low, high = _watermarks(bs, "ret-time")
     assert (low, high) == (0, 200)
@@ -86,7 +86,7 @@ def test_retention_by_time_deletes_old_segments(fast_maintenance_broker):
 
 def test_retention_by_bytes(fast_maintenance_broker):
     bs = fast_maintenance_broker.bootstrap_servers
-    _create(bs, "ret-bytes", {"segment.bytes": "2048", "retention.bytes": "4096"})
+    _create(bs, "ret-bytes", {"internal.segment.bytes": "2048", "retention.bytes": "4096"})
     _produce(bs, "ret-bytes", [(b"k", b"y" * 100) for _ in range(300)])
     assert _wait_until(lambda: _watermarks(bs, "ret-bytes")[0] > 0)
 
@@ -100,7 +100,7 @@ def test_retention_by_bytes(fast_maintenance_broker):
 
 def test_compacted_topic_keeps_latest_value_per_key(fast_maintenance_broker):
     bs = fast_maintenance_broker.bootstrap_servers
-    _create(bs, "compacted", {"cleanup.policy": "compact", "segment.bytes": "2048",
+    _create(bs, "compacted", {"cleanup.policy": "compact", "internal.segment.bytes": "2048",
                               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
     records = [(b"key-%d" % (i % 10), b"value-%d" % i) for i in range(300)]
     records.append((b"key-3", None))  # tombstone

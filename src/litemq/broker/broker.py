@@ -84,7 +84,7 @@ class BrokerRuntime:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="litemq-io")
         self.default_log_config = LogConfig.from_kafka_configs(
-            {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS})
+            {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS}, stored=True)
         # One broker per data dir: DATA_DIR/.lock is taken before anything in it is read
         # (DataDirInUseError naming the holder's pid); stop() releases it, as does a failure below.
         self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
@@ -308,7 +308,8 @@ class BrokerRuntime:
         effective = dynamic_config.effective(self.static_config, per_broker, default)
         dynamic_config.apply_to(self.config, effective)
         defaults = dynamic_config.log_config_defaults(self.config, per_broker, default)
-        new_default = LogConfig.from_kafka_configs({k: v for k, v in defaults.items() if k not in BROKER_TOPIC_CONFIGS})
+        new_default = LogConfig.from_kafka_configs({k: v for k, v in defaults.items() if k not in BROKER_TOPIC_CONFIGS},
+                                                   stored=True)
         if new_default == self.default_log_config:
             return
         self.default_log_config = self.log_manager.default_config = new_default
@@ -345,7 +346,7 @@ class BrokerRuntime:
         """The LogConfig of a topic: broker defaults overlaid with its dynamic configs."""
         log_keys = {k: v for k, v in info.configs.items()
                     if k not in BROKER_TOPIC_CONFIGS and k not in REMOVED_TOPIC_CONFIGS}
-        return LogConfig.from_kafka_configs(log_keys, base=self.default_log_config)
+        return LogConfig.from_kafka_configs(log_keys, base=self.default_log_config, stored=True)
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         """Raises KafkaError(INVALID_CONFIG) naming the bad key."""

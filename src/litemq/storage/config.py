@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
+SEGMENT_BYTES_MIN = MIB
+"""Kafka 4's lower bound of ``segment.bytes`` and ``log.segment.bytes`` (KIP-1030), checked where a
+value is set (:meth:`LogConfig.from_kafka_configs`); ``internal.segment.bytes`` goes lower."""
 DAY_MS = 24 * 60 * 60 * 1000
 LONG_MAX = 2**63 - 1
 
@@ -34,7 +37,13 @@ class LogConfig:
     """
 
     segment_bytes: int = GIB
-    """``segment.bytes``: roll the active segment before it would exceed this size."""
+    """``segment.bytes``: roll the active segment before it would exceed this size (at least
+    :data:`SEGMENT_BYTES_MIN` when set, as in Kafka 4; a smaller value an earlier LiteMQ stored
+    keeps working)."""
+    internal_segment_bytes: int | None = None
+    """``internal.segment.bytes`` (Kafka 4's internal topic config, ``LogConfig.defineInternal``):
+    when set, the segment size instead of ``segment_bytes``, with no 1 MiB floor (tests use small
+    segments with it, as Kafka's own do); listed by DescribeConfigs only when a topic sets it."""
     segment_ms: int = 7 * DAY_MS
     """``segment.ms``: roll when the active segment's first batch is older than this."""
     segment_index_bytes: int = 10 * MIB
@@ -71,6 +80,8 @@ class LogConfig:
 
     def __post_init__(self) -> None:
         _check(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, ">= 14")
+        _check(self.internal_segment_bytes is None or self.internal_segment_bytes >= 14, "internal.segment.bytes",
+               self.internal_segment_bytes, ">= 14")
         _check(self.segment_ms >= 1, "segment.ms", self.segment_ms, ">= 1")
         _check(self.segment_index_bytes >= 8 * 4, "segment.index.bytes", self.segment_index_bytes, ">= 32")
         _check(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes, ">= 0")
@@ -95,6 +106,12 @@ class LogConfig:
 
     # --- derived ---
     @property
+    def segment_size_bytes(self) -> int:
+        """The segment size in effect: ``internal.segment.bytes`` if set, else ``segment.bytes``
+        (Kafka ``LogConfig.segmentSize()``)."""
+        return self.segment_bytes if self.internal_segment_bytes is None else self.internal_segment_bytes
+
+    @property
     def compact(self) -> bool:
         """True when ``cleanup.policy`` contains ``compact`` (records must have keys)."""
         return "compact" in self.cleanup_policy
@@ -115,10 +132,13 @@ class LogConfig:
 
     # --- Kafka names ---
     @classmethod
-    def from_kafka_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+    def from_kafka_configs(cls, configs: dict[str, str], base: LogConfig | None = None,
+                           stored: bool = False) -> LogConfig:
         """Build from Kafka-named string configs (``{"segment.bytes": "1048576"}``).
 
-        Keys not given keep the value from ``base`` (default: LiteMQ defaults).
+        Keys not given keep the value from ``base`` (default: LiteMQ defaults). ``stored``: the
+        configs were accepted earlier (a topic's or the broker's kept configs), so Kafka 4's
+        raised floor of ``segment.bytes`` (:data:`SEGMENT_BYTES_MIN`) is not applied to them.
         Raises ``ValueError`` naming the key for unknown keys and bad values.
         """
         changes: dict[str, object] = {}
@@ -128,6 +148,9 @@ class LogConfig:
                 raise ValueError(
                     f"unsupported topic config {key!r}; supported: {', '.join(sorted(_KAFKA_TO_FIELD))}")
             changes[field] = _parse(key, field, raw)
+        if not stored and "segment_bytes" in changes:
+            _check(changes["segment_bytes"] >= SEGMENT_BYTES_MIN, "segment.bytes", changes["segment_bytes"],
+                   f">= {SEGMENT_BYTES_MIN} (Kafka 4; internal.segment.bytes sets smaller segments)")
         return dataclasses.replace(base or cls(), **changes)
 
     def to_kafka_configs(self) -> dict[str, str]:
@@ -148,6 +171,7 @@ def _check(ok: bool, key: str, value: object, rule: str) -> None:
 
 _KAFKA_TO_FIELD: dict[str, str] = {
     "segment.bytes": "segment_bytes",
+    "internal.segment.bytes": "internal_segment_bytes",
     "segment.ms": "segment_ms",
     "segment.index.bytes": "segment_index_bytes",
     "index.interval.bytes": "index_interval_bytes",
@@ -164,6 +188,10 @@ _KAFKA_TO_FIELD: dict[str, str] = {
     "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
 }
+
+INTERNAL_TOPIC_CONFIGS = frozenset({"internal.segment.bytes"})
+"""Kafka 4's internal topic configs (``ConfigDef.defineInternal``): accepted when set, but not
+listed with their defaults (DescribeConfigs names one only for a topic that sets it)."""
 
 SUPPORTED_TOPIC_CONFIGS: tuple[str, ...] = tuple(_KAFKA_TO_FIELD)
 """Kafka topic config names LiteMQ's storage honours."""

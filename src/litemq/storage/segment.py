@@ -233,7 +233,7 @@ class LogSegment:
         """Kafka ``LogSegment.shouldRoll``: size, age (segment.ms), full index, offset overflow."""
         if self.size == 0:
             return last_offset - self.base_offset > INT32_MAX
-        if self.size > self.config.segment_bytes - add_bytes:
+        if self.size > self.config.segment_size_bytes - add_bytes:
             return True
         if self.rolling_timestamp is not None and self.rolling_timestamp >= 0:
             waited = max_timestamp - self.rolling_timestamp

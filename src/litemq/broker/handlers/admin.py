@@ -25,6 +25,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.storage.config import INTERNAL_TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,8 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
     per_broker, default = runtime.dynamic_config_layers()
     static = runtime.static_config
     entries = []
-    for name in sorted(defaults):
+    internal = {name: "" for name in INTERNAL_TOPIC_CONFIGS if name in info.configs}  # listed only when set
+    for name in sorted({**defaults, **internal}):
         if keys is not None and name not in keys:
             continue
         dynamic = name in info.configs
