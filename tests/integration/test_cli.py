@@ -79,3 +79,40 @@ def test_readable_errors(shared_broker, args, needle):
 def test_serve_rejects_unknown_setting(tmp_path):
     r = litemq("serve", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{free_port()}", "-o", "no.such=1")
     assert r.returncode == 1 and b"unknown broker setting" in r.stderr
+
+
+def test_topic_add_partitions_and_delete_records(shared_broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    bs = shared_broker.bootstrap_servers
+    b = ["-b", bs]
+    assert litemq("topic", "create", "cli-grow", "-p", "2", *b).returncode == 0
+    r = litemq("topic", "add-partitions", "cli-grow", "-p", "4", *b)
+    assert r.returncode == 0 and b"now has 4 partitions" in r.stdout, r.stderr
+    assert b"partitions: 4" in litemq("topic", "describe", "cli-grow", *b).stdout
+    r = litemq("topic", "add-partitions", "cli-grow", "-p", "3", *b)  # Kafka: INVALID_PARTITIONS
+    assert r.returncode == 1 and b"error: cannot add partitions to topic cli-grow" in r.stderr, r.stderr
+
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(30):
+        p.produce("cli-grow", str(i).encode(), partition=i % 3)  # 10 each in 0-2, none in 3
+    assert p.flush(30) == 0
+    r = litemq("topic", "delete-records", "cli-grow", "--partition", "0", "--partition", "1", "--before", "4", *b)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("│")[1:3] for line in r.stdout.decode().splitlines() if line.startswith("│")]
+    assert [(a.strip(), c.strip()) for a, c in rows] == [("0", "4"), ("1", "4")]
+    # every partition, -1 = the high watermark: 2 empties; 3 was empty anyway
+    r = litemq("topic", "delete-records", "cli-grow", "--before", "-1", *b)
+    assert r.returncode == 0, r.stderr
+    c = Consumer({"bootstrap.servers": bs, "group.id": "cli-grow-check"})
+    try:
+        marks = [c.get_watermark_offsets(TopicPartition("cli-grow", i), timeout=10) for i in range(4)]
+    finally:
+        c.close()
+    assert marks == [(10, 10), (10, 10), (10, 10), (0, 0)]
+    # above the high watermark: Kafka's per-partition OFFSET_OUT_OF_RANGE, the others still done
+    r = litemq("topic", "delete-records", "cli-grow", "--before", "5", *b)
+    assert r.returncode == 1 and b"partition 3 not deleted" in r.stderr, r.stderr
+    assert b"Offset out of range" in r.stdout
+    r = litemq("topic", "delete-records", "cli-grow", "--partition", "7", "--before", "1", *b)
+    assert r.returncode == 1 and b"has no partition 7 (it has 4)" in r.stderr, r.stderr

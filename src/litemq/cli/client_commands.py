@@ -217,6 +217,60 @@ def topic_alter_config(name, configs, bootstrap) -> None:
     console.print(f"updated configs of [bold]{name}[/]")
 
 
+@topic.command("add-partitions")
+@click.argument("name")
+@click.option("-p", "--partitions", type=click.IntRange(1), required=True,
+              help="The new partition count (more than now; kafka-topics.sh --alter --partitions).")
+@bootstrap_option
+def topic_add_partitions(name, partitions, bootstrap) -> None:
+    """Raise topic NAME's partition count to --partitions (CreatePartitions, Kafka message schema
+    v0-3). Existing records stay where they are; keyed records may map to other partitions after."""
+    from confluent_kafka.admin import NewPartitions
+
+    admin = _admin(bootstrap)
+    _wait(admin.create_partitions([NewPartitions(name, partitions)], operation_timeout=CLIENT_TIMEOUT_S),
+          "cannot add partitions to topic")
+    console.print(f"topic [bold]{name}[/] now has {partitions} partitions")
+
+
+@topic.command("delete-records")
+@click.argument("name")
+@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True,
+              help="Partition (repeatable) [all of the topic's].")
+@click.option("--before", "before_offset", type=click.IntRange(-1), required=True,
+              help="Delete every record below this offset; -1 = the high watermark (all of it).")
+@bootstrap_option
+def topic_delete_records(name, partitions, before_offset, bootstrap) -> None:
+    """Delete the records of topic NAME below an offset: the partitions' log start offset moves
+    there (DeleteRecords, Kafka message schema v0-2; kafka-delete-records.sh). Prints each
+    partition's new log start offset."""
+    from confluent_kafka import TopicPartition
+
+    admin = _admin(bootstrap)
+    md = admin.list_topics(timeout=CLIENT_TIMEOUT_S)
+    t = md.topics.get(name)
+    if t is None or t.error is not None:
+        raise CliError(f"unknown topic {name!r}")
+    unknown = sorted(set(partitions) - set(t.partitions))
+    if unknown:
+        raise CliError(f"topic {name!r} has no partition {', '.join(map(str, unknown))} "
+                       f"(it has {len(t.partitions)})")
+    wanted = [TopicPartition(name, p, before_offset) for p in sorted(set(partitions) or t.partitions)]
+    futures = admin.delete_records(wanted, operation_timeout=CLIENT_TIMEOUT_S)
+    table = make_table("PARTITION", "LOG START", "ERROR")
+    failed = []
+    for tp, fut in sorted(futures.items(), key=lambda kv: kv[0].partition):
+        try:
+            table.add_row(str(tp.partition), str(fut.result(timeout=CLIENT_TIMEOUT_S * 3).low_watermark), "")
+        except Exception as exc:  # per partition, as Kafka answers (e.g. an offset above the high watermark)
+            failed.append(tp.partition)
+            table.add_row(str(tp.partition), "-", _reason(exc))
+    console.print(table)
+    if failed:
+        raise CliError(f"records of {name} partition{'s' if len(failed) > 1 else ''} "
+                       f"{', '.join(map(str, failed))} not deleted (see above)")
+
+
 @click.command()
 @click.argument("topic_name", metavar="TOPIC")
 @click.option("-k", "--key", default=None, help="Key for every record.")
