@@ -683,6 +683,12 @@ ROWS: list[Row] = [
         lambda r, c: [r.error_code], leak=lambda r, c: r.topics == [] or pytest.fail("quorum leaked"),
         allowed=lambda r, c, b: [v.replica_id for v in r.topics[0].partitions[0].current_voters] == [1]
         or pytest.fail("not the broker itself as the only voter")),
+    # KIP-113: DESCRIBE on the cluster; refused: the top-level error and no directory
+    Row("describe_log_dirs", 35, 4, (Need(C, O.DESCRIBE),),
+        lambda w, c: w.request(35, 4, {"topics": [{"topic": c.topic, "partitions": [0]}]}),
+        top_code, setup=_topic, leak=lambda r, c: r.results == [] or pytest.fail("log dirs leaked"),
+        allowed=lambda r, c, b: [(t.name, [p.partition_index for p in t.partitions]) for t in r.results[0].topics]
+        == [(c.topic, [0])] or pytest.fail("not the asked partition")),
     # KIP-631: ALTER on the cluster (one broker: any other id is not registered)
     Row("unregister_broker", 64, 0, (Need(C, O.ALTER),), lambda w, c: w.request(64, 0, {"broker_id": 99}),
         top_code, allowed=lambda r, c, b: r.error_code == E.BROKER_ID_NOT_REGISTERED

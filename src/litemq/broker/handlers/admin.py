@@ -1,5 +1,6 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
-DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21).
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21),
+DescribeLogDirs (35).
 
 Sources: the Kafka message schemas of those APIs (KIP-4 admin, KIP-133 describe/alter configs,
 KIP-195 create partitions, KIP-107 delete records, KIP-339 incremental alter configs,
@@ -9,7 +10,8 @@ Authorization (Kafka ``KafkaApis``/``AuthHelper``): CreateTopics needs CREATE on
 on the topic (and DESCRIBE_CONFIGS on it to see its configs); DeleteTopics and DeleteRecords
 DELETE on the topic; CreatePartitions ALTER on the topic; DescribeConfigs DESCRIBE_CONFIGS and
 (Incremental)AlterConfigs ALTER_CONFIGS on the topic, group, or the cluster for a broker
-resource. Refusals are TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED per entry.
+resource; DescribeLogDirs DESCRIBE on the cluster. Refusals are
+TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED per entry (DescribeLogDirs: for the whole request).
 """
 
 from __future__ import annotations
@@ -501,7 +503,45 @@ async def handle_elect_leaders(ctx, req) -> dict:
             "replica_election_results": results}
 
 
+def handle_describe_log_dirs(ctx, req) -> dict:
+    """DescribeLogDirs (35) v0-4 (Kafka ``KafkaApis.handleDescribeLogDirsRequest`` and
+    ``ReplicaManager.describeLogDirs``): the broker's one log directory (its data dir, absolute)
+    with the replicas it hosts among those asked (``topics`` null = all): each one's size in
+    bytes (its segments), its offset lag ``max(0, high watermark - log end offset)`` in Kafka
+    offsets, never a future log (AlterReplicaLogDirs is not served); v4 adds the volume's total
+    and usable bytes (``statvfs``). Needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+    (the top-level error, v3+) and no directory, as Kafka answers."""
+    import os
+
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    runtime = ctx.runtime
+    hosted = dict(runtime.replicas.partitions)
+    if req.topics is None:
+        wanted = set(hosted)
+    else:
+        wanted = {(t.topic, int(i)) for t in req.topics for i in t.partitions}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), p in sorted(hosted.items()):
+        if (topic, index) not in wanted:
+            continue
+        lag = max(0, p.kafka_high_watermark - p.kafka_log_end_offset)
+        by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": p.log.size_bytes,
+                                               "offset_lag": lag, "is_future_key": False})
+    log_dir = os.path.abspath(runtime.config.data_dir)
+    result = {"error_code": ErrorCode.NONE, "log_dir": log_dir, "total_bytes": -1, "usable_bytes": -1,
+              "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    try:
+        st = os.statvfs(log_dir)
+        result["total_bytes"], result["usable_bytes"] = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    except OSError as exc:  # the directory went away: Kafka reports the dir offline
+        log.warning("DescribeLogDirs: cannot stat %s: %s", log_dir, exc)
+        result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, topics=[])
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [result]}
+
+
 def register(runtime) -> None:
+    runtime.register(35, handle_describe_log_dirs)
     if runtime.cluster is not None:  # group configs live with the group's coordinator
         runtime.cluster.rpc_ops["group_configs"] = lambda peer_id, req: runtime.coordinator.serve_group_configs_rpc(req)
     runtime.register(43, handle_elect_leaders)
