@@ -117,3 +117,11 @@ def test_acknowledgement_ranges_are_checked_without_walking_them():
     assert s.start_offset == 6
     assert s.acknowledge("m1", 0, 9, [AckType.GAP]) == E.NONE  # GAP also ends acquired records
     assert s.start_offset == s.end_offset == 10
+
+
+def test_simple_assignor_with_no_subscribed_partition_assigns_nothing():
+    """Members subscribed only to topics that do not exist yet (a ShareGroupHeartbeat of a queue
+    consumer started before its topic): empty assignments, not a division by zero partitions."""
+    members = {"m1": MemberSubscription(frozenset({"later"})), "m2": MemberSubscription(frozenset({"later"}))}
+    assert SimpleAssignor().assign(members, {"other": 3}, {}) == {"m1": {}, "m2": {}}
+    assert SimpleAssignor().assign(members, {}, {}) == {"m1": {}, "m2": {}}

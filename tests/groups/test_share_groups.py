@@ -410,3 +410,30 @@ def test_share_session_epochs_and_limit_on_the_wire(tmp_path):
             assert fetch(w, "", 0) == E.INVALID_REQUEST
     finally:
         b.close()
+
+
+def test_share_consumer_subscribed_before_its_topic_exists(broker):
+    """A ShareConsumer may subscribe before anyone created its topic (a queue's consumers often
+    start first): its heartbeats get an empty assignment - before, the share assignor divided by
+    zero partitions and the broker closed the connection on every heartbeat - and once the topic
+    exists it gets the partitions and the records."""
+    bs = broker.bootstrap_servers
+    log_start = broker.log_path.stat().st_size
+    c = consumer(bs, "g-later", "later-topic")
+    try:
+        assert poll_records(c, 3.0) == []
+        with open(broker.log_path, errors="replace") as f:
+            f.seek(log_start)
+            failures = [line for line in f if "handler for api_key=76" in line or "internal error" in line]
+        assert not failures, failures  # the heartbeats were answered, the connection kept
+        with WireClient("127.0.0.1", broker.port) as w:
+            r = w.request(77, 1, {"group_ids": ["g-later"], "include_authorized_operations": False})
+            [g] = r.groups
+            assert g.error_code == 0 and len(g.members) == 1, g
+            assert g.members[0].assignment.topic_partitions == []
+        create_topic(bs, "later-topic", 2)
+        produce(bs, "later-topic", 20, 2)
+        got = poll_records(c, 30.0, want=20)
+        assert sorted(int(m.value()) for *_, m in got) == list(range(20))
+    finally:
+        c.close()

@@ -158,6 +158,8 @@ class SimpleAssignor:
                current: dict[str, Assignment]) -> dict[str, Assignment]:
         parts = sorted((t, p) for t, n in topics.items() if any(t in m.topics for m in members.values())
                        for p in range(n))
+        if not parts:  # nothing subscribed exists (yet): every member waits with an empty assignment
+            return {m: {} for m in members}
         if len(parts) >= len(members):
             return UniformAssignor().assign(members, topics, current)
         load = {tp: 0 for tp in parts}
