@@ -84,10 +84,22 @@ def handle_metadata(ctx, req):
     been created a moment ago through another broker), before answering it unknown or
     auto-creating it."""
     runtime = ctx.runtime
+    if ctx.version < 12 and req.topics and any(t.name is None or t.topic_id.int for t in req.topics):
+        return _metadata_invalid_request(req)
     if runtime.cluster is not None and req.topics and any(
             t.name is not None and t.name not in runtime.metadata.topics for t in req.topics):
         return _after_catch_up(ctx, req)
     return _answer_metadata(ctx, req)
+
+
+def _metadata_invalid_request(req) -> dict:
+    """Metadata v10-11 may carry topic ids and null names on the wire, but Kafka serves lookups
+    by id only from v12: ``KafkaApis.handleTopicMetadataRequest`` refuses such a request
+    (InvalidRequestException "Topic name can not be null" / "Topic IDs are not supported"), and
+    ``MetadataRequest.getErrorResponse`` answers every topic INVALID_REQUEST, a null name as ""."""
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [{"error_code": ErrorCode.INVALID_REQUEST, "name": t.name if t.name is not None else "",
+                        "topic_id": t.topic_id, "is_internal": False, "partitions": []} for t in req.topics]}
 
 
 async def _after_catch_up(ctx, req) -> dict:
