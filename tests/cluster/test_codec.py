@@ -212,8 +212,9 @@ def test_frame_decoder_random_chunks():
         for chunk in chunks:
             frames = d.feed(chunk)
             got.extend(frames)
-        # bodies handed out earlier stay valid after later feeds
+        # bodies handed out earlier stay valid after later feeds, and nobody can write to them
         assert [(k, bytes(b)) for k, b in got] == expected
+        assert all(b.readonly for _, b in got)
         assert d.buffered == 0
 
 

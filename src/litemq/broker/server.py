@@ -237,7 +237,8 @@ class Connection(asyncio.Protocol):
                 return
             if n - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            with memoryview(buf) as mv:  # one copy (a slice of the bytearray would be a second)
+                frame = bytes(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
             self._handle_frame(frame)
             if self._closed:

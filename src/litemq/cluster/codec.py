@@ -195,11 +195,12 @@ class FrameDecoder:
             self._buf += data
             if len(self._buf) < self._need:
                 return []
-            src = bytes(self._buf)  # one copy per completed frame(s), never per chunk
-            self._buf.clear()
+            # the filled buffer becomes the frames' storage (read-only views below) and a new
+            # one takes its place: no copy of the completed frame(s)
+            src, self._buf = self._buf, bytearray()
         else:
             src = data if isinstance(data, bytes) else bytes(data)
-        view = memoryview(src)
+        view = memoryview(src).toreadonly()
         end = len(src)
         pos = 0
         frames: list[tuple[int, memoryview]] = []
