@@ -16,7 +16,13 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litemq.limits import MAX_LISTENERS_PER_BROKER, MAX_PARTITIONS_PER_TOPIC, MAX_RACK_ID_CHARS, RAFT_MAX_VOTERS
+from litemq.limits import (
+    MAX_LISTENERS_PER_BROKER,
+    MAX_PARTITIONS_PER_TOPIC,
+    MAX_RACK_ID_CHARS,
+    MIN_SEGMENT_BYTES,
+    RAFT_MAX_VOTERS,
+)
 
 DEFAULT_PORT = 9092
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -587,7 +593,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "default.replication.factor": (1, RAFT_MAX_VOTERS),
     "message.max.bytes": (0, None),
     "min.insync.replicas": (1, None),
-    "log.segment.bytes": (1024 * 1024, None),  # Kafka 4 (KIP-1030); topics: internal.segment.bytes goes lower
+    "log.segment.bytes": (MIN_SEGMENT_BYTES, None),  # Kafka 4 (KIP-1030)
     "log.roll.ms": (1, None),
     "log.retention.ms": (-1, None),  # -1: no time limit
     "log.retention.bytes": (-1, None),  # -1: no size limit

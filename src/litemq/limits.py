@@ -225,3 +225,9 @@ YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS = 86_400_000
 dated in the latest year that puts it at most this far after now: a December line read in January
 is last year's, and a source up to a day ahead of UTC (zone-less times are read as UTC) keeps this
 year's date."""
+
+MIN_SEGMENT_BYTES = 1024 * 1024
+"""Kafka 4's lower bound of ``segment.bytes`` and ``log.segment.bytes`` (KIP-1030), checked where a
+value is set (CreateTopics, AlterConfigs, broker settings); the internal topic config
+``internal.segment.bytes`` goes lower (tests), and a smaller value an earlier LiteMQ stored keeps
+working."""

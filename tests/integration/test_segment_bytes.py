@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from litemq.storage.config import SEGMENT_BYTES_MIN, LogConfig
+from litemq.limits import MIN_SEGMENT_BYTES
+from litemq.storage.config import LogConfig
 from litemq.testing.process import BrokerProcess
 
 
@@ -46,22 +47,22 @@ def test_segment_bytes_below_one_mib_is_refused_and_internal_segment_bytes_sets_
 
     small = _name("seg-small")
     with pytest.raises(KafkaException) as exc:
-        admin.create_topics([NewTopic(small, 1, 1, config={"segment.bytes": str(SEGMENT_BYTES_MIN - 1)})]
+        admin.create_topics([NewTopic(small, 1, 1, config={"segment.bytes": str(MIN_SEGMENT_BYTES - 1)})]
                             )[small].result(timeout=30)
     err = exc.value.args[0]
-    assert err.name() == "INVALID_CONFIG" and "segment.bytes" in err.str() and str(SEGMENT_BYTES_MIN) in err.str()
+    assert err.name() == "INVALID_CONFIG" and "segment.bytes" in err.str() and str(MIN_SEGMENT_BYTES) in err.str()
     assert small not in admin.list_topics(timeout=10).topics
 
     ok = _name("seg-1mib")
-    admin.create_topics([NewTopic(ok, 1, 1, config={"segment.bytes": str(SEGMENT_BYTES_MIN)})])[ok].result(timeout=30)
+    admin.create_topics([NewTopic(ok, 1, 1, config={"segment.bytes": str(MIN_SEGMENT_BYTES)})])[ok].result(timeout=30)
     entries = _describe(admin, ok)
-    assert entries["segment.bytes"].value == str(SEGMENT_BYTES_MIN)
+    assert entries["segment.bytes"].value == str(MIN_SEGMENT_BYTES)
     assert "internal.segment.bytes" not in entries  # internal: listed only when set
     res = ConfigResource("topic", ok, set_config={"segment.bytes": "1000"})
     with pytest.raises(KafkaException) as exc:
         admin.alter_configs([res])[res].result(timeout=30)
     assert exc.value.args[0].name() == "INVALID_CONFIG"
-    assert _describe(admin, ok)["segment.bytes"].value == str(SEGMENT_BYTES_MIN)
+    assert _describe(admin, ok)["segment.bytes"].value == str(MIN_SEGMENT_BYTES)
 
     tiny = _name("seg-internal")
     admin.create_topics([NewTopic(tiny, 1, 1, config={"internal.segment.bytes": "1000"})])[tiny].result(timeout=30)

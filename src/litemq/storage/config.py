@@ -16,11 +16,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from litemq.limits import MIN_SEGMENT_BYTES
+
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
-SEGMENT_BYTES_MIN = MIB
-"""Kafka 4's lower bound of ``segment.bytes`` and ``log.segment.bytes`` (KIP-1030), checked where a
-value is set (:meth:`LogConfig.from_kafka_configs`); ``internal.segment.bytes`` goes lower."""
 DAY_MS = 24 * 60 * 60 * 1000
 LONG_MAX = 2**63 - 1
 
@@ -38,8 +37,8 @@ class LogConfig:
 
     segment_bytes: int = GIB
     """``segment.bytes``: roll the active segment before it would exceed this size (at least
-    :data:`SEGMENT_BYTES_MIN` when set, as in Kafka 4; a smaller value an earlier LiteMQ stored
-    keeps working)."""
+    :data:`litemq.limits.MIN_SEGMENT_BYTES` when set, as in Kafka 4; a smaller value an earlier
+    LiteMQ stored keeps working)."""
     internal_segment_bytes: int | None = None
     """``internal.segment.bytes`` (Kafka 4's internal topic config, ``LogConfig.defineInternal``):
     when set, the segment size instead of ``segment_bytes``, with no 1 MiB floor (tests use small
@@ -138,7 +137,7 @@ class LogConfig:
 
         Keys not given keep the value from ``base`` (default: LiteMQ defaults). ``stored``: the
         configs were accepted earlier (a topic's or the broker's kept configs), so Kafka 4's
-        raised floor of ``segment.bytes`` (:data:`SEGMENT_BYTES_MIN`) is not applied to them.
+        raised floor of ``segment.bytes`` (:data:`litemq.limits.MIN_SEGMENT_BYTES`) is not applied to them.
         Raises ``ValueError`` naming the key for unknown keys and bad values.
         """
         changes: dict[str, object] = {}
@@ -149,8 +148,8 @@ class LogConfig:
                     f"unsupported topic config {key!r}; supported: {', '.join(sorted(_KAFKA_TO_FIELD))}")
             changes[field] = _parse(key, field, raw)
         if not stored and "segment_bytes" in changes:
-            _check(changes["segment_bytes"] >= SEGMENT_BYTES_MIN, "segment.bytes", changes["segment_bytes"],
-                   f">= {SEGMENT_BYTES_MIN} (Kafka 4; internal.segment.bytes sets smaller segments)")
+            _check(changes["segment_bytes"] >= MIN_SEGMENT_BYTES, "segment.bytes", changes["segment_bytes"],
+                   f">= {MIN_SEGMENT_BYTES} (Kafka 4; internal.segment.bytes sets smaller segments)")
         return dataclasses.replace(base or cls(), **changes)
 
     def to_kafka_configs(self) -> dict[str, str]:
