@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
@@ -511,8 +512,6 @@ def handle_describe_log_dirs(ctx, req) -> dict:
     offsets, never a future log (AlterReplicaLogDirs is not served); v4 adds the volume's total
     and usable bytes (``statvfs``). Needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
     (the top-level error, v3+) and no directory, as Kafka answers."""
-    import os
-
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     runtime = ctx.runtime
