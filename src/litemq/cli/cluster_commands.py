@@ -167,6 +167,15 @@ def _log_tail(path: Path, chars: int = 2000) -> str:
         return "(no log)"
 
 
+def _start_failure(nodes: list[dict]) -> str | None:
+    """The error of the first of ``nodes`` (``cluster.json`` entries just started) whose process
+    exited, with the end of its log; None while all run."""
+    for nd in nodes:
+        if not _is_our_broker(nd["pid"]):
+            return f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n{_log_tail(Path(nd['log']))}"
+    return None
+
+
 def _spawn(nd: dict, rpc_ports: dict[int, int], settings: dict[str, str], rack: str | None) -> int:
     """Start node ``nd`` (a ``cluster.json`` node entry) detached, output appended to its log;
     returns its pid."""
@@ -209,10 +218,9 @@ def _restart_exited(data_dir: Path, state: dict, exited: list[dict], timeout_s: 
                   f"waiting for the cluster ...")
 
     def check() -> None:
-        for nd in exited:
-            if not _is_our_broker(nd["pid"]):
-                raise CliError(f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n"
-                               f"{_log_tail(Path(nd['log']))}")
+        message = _start_failure(exited)
+        if message is not None:
+            raise CliError(message)
 
     want = {nd["node_id"] for nd in nodes}
 
@@ -319,10 +327,9 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
                   f"waiting for the cluster ...")
 
     def check() -> None:
-        for nd in nodes:
-            if not _is_our_broker(nd["pid"]):
-                _fail(f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n"
-                      f"{_log_tail(Path(nd['log']))}")
+        message = _start_failure(nodes)
+        if message is not None:
+            _fail(message)
 
     def _fail(message: str) -> None:
         pids = [nd["pid"] for nd in nodes]

@@ -164,8 +164,7 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
     per_broker, default = runtime.dynamic_config_layers()
     static = runtime.static_config
     entries = []
-    internal = {name: "" for name in INTERNAL_TOPIC_CONFIGS if name in info.configs}  # listed only when set
-    for name in sorted({**defaults, **internal}):
+    for name in sorted(defaults.keys() | (INTERNAL_TOPIC_CONFIGS & info.configs.keys())):  # internal: only when set
         if keys is not None and name not in keys:
             continue
         dynamic = name in info.configs
@@ -515,14 +514,10 @@ def handle_describe_log_dirs(ctx, req) -> dict:
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     runtime = ctx.runtime
-    hosted = dict(runtime.replicas.partitions)
-    if req.topics is None:
-        wanted = set(hosted)
-    else:
-        wanted = {(t.topic, int(i)) for t in req.topics for i in t.partitions}
+    wanted = None if req.topics is None else {(t.topic, i) for t in req.topics for i in t.partitions}
     by_topic: dict[str, list[dict]] = {}
-    for (topic, index), p in sorted(hosted.items()):
-        if (topic, index) not in wanted:
+    for (topic, index), p in sorted(runtime.replicas.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
             continue
         lag = max(0, p.kafka_high_watermark - p.kafka_log_end_offset)
         by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": p.log.size_bytes,
