@@ -94,6 +94,13 @@ class BrokerConfig:
     log_segment_index_bytes: int = 10 * 1024 * 1024
     log_retention_check_interval_ms: int = 5 * 60 * 1000
     log_cleaner_backoff_ms: int = 15 * 1000
+    log_page_cache_retain_bytes: int = -1
+    """LiteMQ setting, not Kafka's. -1 (the default, Kafka's behaviour): the OS keeps written log
+    bytes in its page cache as it sees fit. N >= 0: each fsync of a partition log drops what it
+    made durable from the page cache except the log's last N bytes (``posix_fadvise(DONTNEED)``),
+    so the logs' memory footprint stays bounded. For virtual machines where growing the page cache
+    is costly (free memory returned to the host, first touches slow: docs/architecture.md); reads of
+    older bytes (lagging consumers, catching-up replicas) then come from the disk. Read at start."""
 
     # groups (Kafka: offsets.topic.num.partitions defaults to 50; LiteMQ to 8)
     offsets_topic_num_partitions: int = 8
@@ -603,6 +610,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "log.segment.index.bytes": (32, None),
     "log.retention.check.interval.ms": (1, None),
     "log.cleaner.backoff.ms": (0, None),
+    "log.page.cache.retain.bytes": (-1, None),  # -1: the OS decides
     "offsets.topic.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
     "offsets.retention.minutes": (1, None),
     "group.min.session.timeout.ms": (0, None),

@@ -87,7 +87,8 @@ class BrokerRuntime:
             {k: v for k, v in config.log_config_defaults().items() if k not in BROKER_TOPIC_CONFIGS}, stored=True)
         # One broker per data dir: DATA_DIR/.lock is taken before anything in it is read
         # (DataDirInUseError naming the holder's pid); stop() releases it, as does a failure below.
-        self.log_manager = LogManager(Path(config.data_dir), self.default_log_config)
+        self.log_manager = LogManager(Path(config.data_dir), self.default_log_config,
+                                      page_cache_retain_bytes=config.log_page_cache_retain_bytes)
         self.failed: asyncio.Future | None = None
         self.replicas: ReplicaManager | None = None
         try:

@@ -30,6 +30,14 @@ only for in-memory work and short writes, never for an fsync nor for a compactio
 Group commit: :meth:`flush` takes the log end offset under the lock, fsyncs outside it, and then
 advances ``flushed_offset``; every append before the snapshot is covered by that one fsync.
 
+Page cache: by default the OS keeps written segment bytes cached as it sees fit (Kafka's
+behaviour). With :attr:`PartitionLog.page_cache_retain_bytes` >= 0 (the broker setting
+``log.page.cache.retain.bytes``), each :meth:`flush` drops what it made durable from the page
+cache except the last ``page_cache_retain_bytes`` of the log (``posix_fadvise(DONTNEED)``): the
+log's footprint in memory stays bounded, for machines where growing the page cache is costly
+(virtual machines whose free memory goes back to the host; docs/benchmarks-cluster.md, tenth
+round). Reads of older bytes then come from the disk.
+
 Durability: ``recovery_point`` (== ``flushed_offset``) is the first offset not known to be on
 disk. It is checkpointed lazily (segment roll, truncation, close, every
 ``RECOVERY_POINT_CHECKPOINT_INTERVAL_MS``); after a crash every batch from the segment holding
@@ -180,6 +188,9 @@ class PartitionLog:
         self.translator = OffsetTranslator()
         """Log (Raft) offset <-> Kafka offset of this log; see the module docstring."""
         self._cleaner = LogCleaner(self)
+        self.page_cache_retain_bytes = -1
+        """Bytes at the end of the log kept in the OS page cache once flushed; -1 (the default):
+        the OS decides. See "Page cache" in the module docstring."""
 
     # ================================================================== properties
     @property
@@ -654,6 +665,7 @@ class PartitionLog:
                 if target <= self._flushed and not self._dir_dirty:
                     return
                 segs = self._segments_from(self._flushed)
+                sizes = [seg.size for seg in segs]
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 self.unflushed_messages = 0
                 self._first_unflushed_ms = None
@@ -668,6 +680,8 @@ class PartitionLog:
                 with self._lock:
                     self._dir_dirty = self._dir_dirty or dir_dirty
                 raise exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
+            if self.page_cache_retain_bytes >= 0:
+                self._drop_flushed_from_cache(segs, sizes)
             now = _now_ms()
             with self._lock:
                 self.last_flush_ms = now
@@ -676,6 +690,25 @@ class PartitionLog:
                 need_checkpoint = self._recovery_checkpoint_due(now)
             if need_checkpoint:
                 self._checkpoint_recovery_point()
+
+    def _drop_flushed_from_cache(self, segs: list[LogSegment], sizes: list[int]) -> None:
+        """Drop durable bytes from the page cache except the last :attr:`page_cache_retain_bytes`
+        of them. ``segs`` were just fsynced up to ``sizes``; the segments before them were durable
+        already, the ones after them (rolled since) are not yet. Walks back from the newest durable
+        byte and stops at the first segment that lies before the kept window and is dropped
+        entirely (the older ones were dropped before it)."""
+        keep = self.page_cache_retain_bytes
+        synced = {id(seg): size for seg, size in zip(segs, sizes)}
+        last_base = segs[-1].base_offset
+        with self._lock:
+            candidates = [seg for seg in self._segments if seg.base_offset <= last_base]
+        for seg in reversed(candidates):
+            size = synced.get(id(seg), seg.size)
+            kept = min(size, keep)
+            keep -= kept
+            if kept == 0 and seg.cache_dropped_bytes >= size:
+                break
+            seg.drop_cache_before(size - kept)
 
     def _recovery_checkpoint_due(self, now: int) -> bool:
         if self._flushed == self._checkpointed_recovery_point:

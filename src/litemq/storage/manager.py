@@ -42,6 +42,8 @@ class LogManager:
     """Opens, creates and deletes the :class:`PartitionLog`\\ s under ``data_dir``.
 
     Creating one creates ``data_dir`` if needed and locks it for this manager's lifetime.
+    ``page_cache_retain_bytes`` is given to every log it opens
+    (:attr:`PartitionLog.page_cache_retain_bytes`; -1: the OS manages the page cache).
 
     Raises:
         DataDirInUseError: another broker (process, or manager of this process) holds
@@ -49,9 +51,11 @@ class LogManager:
         OSError: ``data_dir`` cannot be created or locked.
     """
 
-    def __init__(self, data_dir: Path, default_config: LogConfig | None = None) -> None:
+    def __init__(self, data_dir: Path, default_config: LogConfig | None = None, *,
+                 page_cache_retain_bytes: int = -1) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config or LogConfig()
+        self.page_cache_retain_bytes = page_cache_retain_bytes
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self.dir_lock = DataDirLock.acquire(self.data_dir)
@@ -72,6 +76,7 @@ class LogManager:
                 if key in self._logs:
                     continue
             plog = PartitionLog.open(entry, configs.get(key[0], self.default_config))
+            plog.page_cache_retain_bytes = self.page_cache_retain_bytes
             with self._lock:
                 self._logs[key] = plog
         with self._lock:
@@ -91,6 +96,7 @@ class LogManager:
                 return existing
             plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition),
                                      config or self.default_config)
+            plog.page_cache_retain_bytes = self.page_cache_retain_bytes
             self._logs[key] = plog
             return plog
 

@@ -38,6 +38,9 @@ from litemq.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
+_FOLIO_MAX_BYTES = 2 * 1024 * 1024
+"""Largest page-cache folio (a PMD: 2 MiB with 4 KiB pages; :meth:`LogSegment.drop_cache_before`)."""
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -109,6 +112,9 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         self.index_synced = create  # indexes durable up to date on disk
+        self.cache_dropped_bytes = 0
+        """Bytes at the start of the ``.log`` file already dropped from the OS page cache
+        (:meth:`drop_cache_before`)."""
 
     # ------------------------------------------------------------------ create/delete
     @classmethod
@@ -229,6 +235,24 @@ class LogSegment:
         except OSError as exc:
             raise _storage_error("cannot fsync", self.log_path, exc) from exc
 
+    def drop_cache_before(self, position: int) -> None:
+        """Drop ``[cache_dropped_bytes, position)`` of the ``.log`` file from the OS page cache
+        (``posix_fadvise(POSIX_FADV_DONTNEED)``). Only for bytes already fsynced: the kernel keeps
+        dirty pages. A hint: failure (a closed or deleted file) is logged at debug level and
+        ignored. Called by the flushing thread; ``position`` in bytes."""
+        start = self.cache_dropped_bytes
+        if position <= start:
+            return
+        # The kernel drops only cache folios (up to 2 MiB) that lie wholly in the range: start at
+        # the folio boundary below the last call's end, or the folio it ended in stays cached.
+        start -= start % _FOLIO_MAX_BYTES
+        try:
+            os.posix_fadvise(self.fd, start, position - start, os.POSIX_FADV_DONTNEED)
+        except (OSError, ValueError) as exc:  # ValueError: the fd was closed meanwhile
+            log.debug("cannot drop %s from the page cache: %s", self.log_path, exc)
+            return
+        self.cache_dropped_bytes = position
+
     def should_roll(self, add_bytes: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
         """Kafka ``LogSegment.shouldRoll``: size, age (segment.ms), full index, offset overflow."""
         if self.size == 0:
@@ -332,6 +356,7 @@ class LogSegment:
         except OSError as exc:
             raise _storage_error("cannot truncate", self.log_path, exc) from exc
         self.size = pos
+        self.cache_dropped_bytes = min(self.cache_dropped_bytes, pos)
         self.offset_index.truncate_to_position(pos)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
