@@ -3,16 +3,24 @@
     python benchmarks/bench_cluster.py [--quick] [--records N] [--records-1k N] [--repeat N]
                                        [--rate R] [--rate-seconds S] [--rate-linger-ms MS] [--kills K] [--load-rate R]
                                        [--steady-acks N] [--only throughput|failover] [--keep]
-                                       [--out FILE]
+                                       [--broker-config K=V] [--out FILE]
 
 A full run (defaults: 500k x 100 B, 100k x 1 KiB, 5 runs a row, 20 kills) takes about 4 min;
 ``--quick`` (20k / 5k, 1 run, 3 kills) under a minute.
 
-1. **Produce** with confluent-kafka (``linger.ms=5``, ``batch.size=1000000``, idempotence on
-   for acks=all), topic with 6 partitions, 100 B and 1 KiB values, a fixed count each:
-   - 3 brokers (``LocalCluster``), topic with replication factor 3, acks=all;
-   - the same cluster, topic with replication factor 1, acks=all and acks=1;
-   - one broker without ``--peers`` (``BrokerProcess``), acks=all and acks=1, for reference.
+1. **Produce** with confluent-kafka (``linger.ms=5``, ``batch.size=1000000``; for acks=all
+   ``max.in.flight.requests.per.connection=5``), topic with 6 partitions, 100 B and 1 KiB values,
+   a fixed count each:
+   - 3 brokers (``LocalCluster``), topic with replication factor 3, acks=all with an idempotent
+     producer and acks=all with a plain one;
+   - the same cluster, topic with replication factor 1, the same two and acks=1;
+   - one broker without ``--peers`` (``BrokerProcess``), acks=all (idempotent) and acks=1, for
+     reference.
+   Both kinds of acks=all producer are measured because librdkafka's idempotent producer
+   busy-polls its broker connections (``poll()`` with a 0 ms timeout) while a partition holds its
+   five in-flight requests and has more records ready: with replication's longer acknowledgement
+   time, on a machine the client shares with the brokers, that spinning takes the CPU the brokers
+   need (docs/benchmarks-cluster.md, tenth round).
    Each row is ``--repeat`` runs with one producer, warmed up first (one acknowledged record per
    partition, so the client's start-up is not timed); the run with the median msg/s is shown:
    msg/s, MB/s and the per-message latency p50/p99 (librdkafka's ``latency()``: produce() call
@@ -117,13 +125,16 @@ def create_topic(bs: str, name: str, replicas: int, partitions: int = PARTITIONS
     admin.create_topics([NewTopic(name, partitions, replicas)], operation_timeout=30)[name].result(timeout=60)
 
 
-def warm_producer(bs: str, topic: str, acks: str, partitions: int = PARTITIONS, linger_ms: int = 5) -> Producer:
+def warm_producer(bs: str, topic: str, acks: str, partitions: int = PARTITIONS, linger_ms: int = 5,
+                  idempotent: bool | None = None) -> Producer:
     """A producer with bench_broker's settings that has already had one record per partition
     acknowledged: the timed runs then exclude the client's start-up (metadata, connections to
-    every leader, and for idempotence the producer id, about 0.5-1 s here)."""
+    every leader, and for idempotence the producer id, about 0.5-1 s here). ``idempotent``
+    defaults to acks == "all"."""
     p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": linger_ms, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-                  "enable.idempotence": acks == "all"})
+                  "enable.idempotence": acks == "all" if idempotent is None else idempotent,
+                  **({"max.in.flight.requests.per.connection": 5} if acks == "all" else {})})
     for part in range(partitions):
         p.produce(topic, b"warm-up", partition=part)
     left = p.flush(60)
@@ -190,16 +201,24 @@ def produce_at_rate(p: Producer, topic: str, rate: int, seconds: float, size: in
             "max_ms": max(lat) * 1000, "failed": failed}
 
 
-def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, str]], args,
+def acks_label(acks: str, idempotent: bool) -> str:
+    return f"{acks} idem" if idempotent else acks
+
+
+def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, str, bool]], args,
               wait_leaders=None) -> tuple[list, list]:
-    """Every (replication factor, acks) of ``variants`` with both sizes, then the fixed-rate run."""
+    """Every (replication factor, acks, idempotent producer) of ``variants`` with both sizes, then
+    the fixed-rate run of each variant whose producer is idempotent or whose acks are not "all"
+    (the fixed rate never fills a partition's in-flight window, so the plain acks=all producer
+    would repeat the idempotent one's figure)."""
     rows, rate_rows = [], []
-    for rf, acks in variants:
+    for rf, acks, idem in variants:
+        name = acks_label(acks, idem)
         for size, n in ((100, args.records), (1024, args.records_1k)):
-            topic = f"bench-rf{rf}-acks{acks}-{size}"
+            topic = f"bench-rf{rf}-acks{acks}{'-idem' if idem else ''}-{size}"
             create_topic(bs, topic, rf)
             leaders = wait_leaders(topic) if wait_leaders else {}
-            p = warm_producer(bs, topic, acks)
+            p = warm_producer(bs, topic, acks, idempotent=idem)
             runs = []
             for _ in range(args.repeat):
                 meter = CpuMeter(pids)
@@ -208,22 +227,25 @@ def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, st
                 runs.append(r)
             runs.sort(key=lambda r: r["msg_s"])
             r = dict(runs[len(runs) // 2], low=runs[0]["msg_s"], high=runs[-1]["msg_s"])
-            rows.append((label, rf, acks, size, n, r, leaders))
-            print(f"{label:<22} RF{rf} acks={acks:<3} {size:>5} B x {n:>7,}: {r['msg_s']:>9,.0f} msg/s "
+            rows.append((label, rf, name, size, n, r, leaders))
+            print(f"{label:<22} RF{rf} acks={name:<8} {size:>5} B x {n:>7,}: {r['msg_s']:>9,.0f} msg/s "
                   f"{r['mb_s']:6.1f} MB/s (runs {r['low']:,.0f}..{r['high']:,.0f}) p50 {r['p50_ms']:7.1f} ms "
                   f"p99 {r['p99_ms']:7.1f} ms | CPU % brokers | client | machine: {cpu_text(r['cpu'])}"
                   + (f" | leaders {leaders}" if leaders else ""), flush=True)
-    for rf, acks in variants:
+    for rf, acks, idem in variants:
+        if acks == "all" and not idem:
+            continue
+        name = acks_label(acks, idem)
         topic = f"bench-rate-rf{rf}-acks{acks}"
         create_topic(bs, topic, rf)
         if wait_leaders:
             wait_leaders(topic)
-        p = warm_producer(bs, topic, acks, linger_ms=args.rate_linger_ms)
+        p = warm_producer(bs, topic, acks, linger_ms=args.rate_linger_ms, idempotent=idem)
         meter = CpuMeter(pids)
         r = produce_at_rate(p, topic, args.rate, args.rate_seconds)
         r["cpu"] = meter.stop()
-        rate_rows.append((label, rf, acks, r))
-        print(f"{label:<22} RF{rf} acks={acks:<3} at {args.rate} msg/s x {r['n']:,} (100 B): achieved "
+        rate_rows.append((label, rf, name, r))
+        print(f"{label:<22} RF{rf} acks={name:<8} at {args.rate} msg/s x {r['n']:,} (100 B): achieved "
               f"{r['msg_s']:,.0f} msg/s, p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms max {r['max_ms']:.1f} ms, "
               f"{r['failed']} failed | CPU % brokers | client | machine: {cpu_text(r['cpu'])}", flush=True)
     return rows, rate_rows
@@ -250,15 +272,16 @@ def throughput(args) -> tuple[list, list]:
     rows, rate_rows = [], []
     with work_dir("bench-cluster-produce-", args.keep) as wd:
         tmp = wd.path
-        with LocalCluster(Path(tmp) / "cluster", 3) as cluster:
+        with LocalCluster(Path(tmp) / "cluster", 3, overrides=args.broker_config) as cluster:
             pids = [cluster.brokers[i].proc.pid for i in cluster.node_ids]
-            r, rr = run_setup("3 brokers", cluster.bootstrap_servers, pids, [(3, "all"), (1, "all"), (1, "1")], args,
+            variants = [(3, "all", True), (1, "all", True), (3, "all", False), (1, "all", False), (1, "1", False)]
+            r, rr = run_setup("3 brokers", cluster.bootstrap_servers, pids, variants, args,
                               wait_leaders=lambda t: cluster.wait_leaders(t, PARTITIONS, timeout_s=30))
             rows += r
             rate_rows += rr
-        with BrokerProcess(Path(tmp) / "single") as broker:
+        with BrokerProcess(Path(tmp) / "single", overrides=args.broker_config) as broker:
             r, rr = run_setup("1 broker (no --peers)", broker.bootstrap_servers, [broker.proc.pid],
-                              [(1, "all"), (1, "1")], args)
+                              [(1, "all", True), (1, "1", False)], args)
             rows += r
             rate_rows += rr
     return rows, rate_rows
@@ -423,7 +446,7 @@ def sec(seconds: float | None) -> str:
 def failover(args) -> dict:
     topic = "failover"
     result: dict = {"rounds": [], "problems": []}
-    with work_dir("bench-cluster-failover-", args.keep) as wd, LocalCluster(wd.path, 3, FAILOVER_OVERRIDES) as cluster:
+    with work_dir("bench-cluster-failover-", args.keep) as wd, LocalCluster(wd.path, 3, {**FAILOVER_OVERRIDES, **args.broker_config}) as cluster:
         bs = cluster.bootstrap_servers
         create_topic(bs, topic, 3)
         cluster.wait_leaders(topic, PARTITIONS, timeout_s=30)
@@ -495,7 +518,8 @@ def markdown(args, m: str, load: tuple, rows: list, rate_rows: list, fo: dict | 
            f"{load[0]:.1f} at the start, {load[1]:.1f} at the end. Command: `{cmd}`.\n"]
     if rows:
         out += ["### Produce throughput (6 partitions)\n",
-                "CPU: % of one core used during the run by each broker process (node 1+2+3), by the "
+                "acks: `all idem` is an idempotent producer, `all` a plain one (both with at most 5 requests in "
+                "flight per connection, the idempotent one also per partition). CPU: % of one core used during the run by each broker process (node 1+2+3), by the "
                 "benchmark process (librdkafka threads included) and by the whole machine (everything running "
                 "on it, other people's work included; iowait apart); the machine has "
                 f"{100 * (os.cpu_count() or 1)} %.\n",
@@ -567,8 +591,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small counts, 3 kills (a smoke run, about 1-2 min)")
     ap.add_argument("--only", choices=("throughput", "failover"), help="run only this part")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data and logs (path printed)")
+    ap.add_argument("--broker-config", action="append", default=[], metavar="K=V",
+                    help="a setting of every broker (repeatable), e.g. log.page.cache.retain.bytes=16777216")
     ap.add_argument("--out", type=Path, default=None, help="append a Markdown report here")
     args = ap.parse_args()
+    args.broker_config = dict(kv.split("=", 1) for kv in args.broker_config)
     if args.quick:
         args.records, args.records_1k, args.rate_seconds, args.kills, args.repeat = 20_000, 5_000, 3.0, 3, 1
     load0 = os.getloadavg()[0]
