@@ -231,3 +231,12 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 value is set (CreateTopics, AlterConfigs, broker settings); the internal topic config
 ``internal.segment.bytes`` goes lower (tests), and a smaller value an earlier LiteMQ stored keeps
 working."""
+
+# ---------------------------------------------------------------- broker process memory (litemq serve)
+MALLOC_MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+"""``litemq serve`` asks glibc malloc to serve blocks below this from its heap, not from a mmap of
+their own (glibc's maximum; its default starts at 128 KiB): a batch-sized buffer freed and allocated
+again reuses memory instead of faulting fresh pages in (:mod:`litemq.broker.malloc`)."""
+MALLOC_TRIM_THRESHOLD_BYTES = 256 * 1024 * 1024
+"""... and to give memory freed at the top of its heap back to the OS only beyond this much (glibc's
+default moves between 128 KiB and 64 MiB), so memory freed after one burst serves the next one."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from litemq.broker.malloc import keep_freed_memory
 from litemq.cli.common import CliError, address_callback, check_peers, parse_address, parse_kv
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_LISTEN, BrokerConfig
 
@@ -108,6 +109,7 @@ def serve(data_dir, listen, advertise, node_id, rpc_listen, peers, join, config_
         cfg.http_listen = http_listen
     try:
         cfg.validate()
+        keep_freed_memory()
         asyncio.run(_serve(cfg))
     except (OSError, ValueError) as exc:  # ValueError: a bad setting (named) or unreadable PEM file
         raise CliError(f"cannot start broker: {exc}") from None
