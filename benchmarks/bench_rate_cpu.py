@@ -7,9 +7,9 @@ prints, per run: p50/p99/max of librdkafka's per-message latency; the three brok
 acknowledged record from ``/proc/<pid>/stat`` (user and system), split into the event-loop
 thread (``main``: the thread whose id is the process id) and every other thread (``other``: the
 fsync thread); the benchmark process's own CPU per record; Raft messages received per record
-(the brokers' status RPC); voluntary and involuntary context switches per record; and, from the
-brokers' ``/metrics`` (``litemq_sync_*``), the fsync thread's jobs per record and their mean
-wait for the thread, run time (the fsync) and hand-back to the event loop. ``--topic-config
+(the brokers' status RPC); voluntary and involuntary context switches and minor page faults per
+record; and, from the brokers' ``/metrics`` (``litemq_sync_*``), the fsync thread's jobs per
+record and their mean wait for the thread, run time (the fsync) and hand-back to the event loop. ``--topic-config
 K=V`` sets topic configs (``flush.messages=9223372036854775807``: Kafka's default, no fsync -
 what the replication path costs without durability).
 
@@ -72,9 +72,15 @@ def _ctx_switches(pid: int) -> tuple[int, int]:
     return vol, inv
 
 
+def _minor_faults(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def _snapshot(pids: list[int]) -> dict:
     return {"cpu": [_cpu_s(p) for p in pids], "threads": [_threads_cpu_s(p) for p in pids],
-            "ctx": [_ctx_switches(p) for p in pids], "me": os.times()}
+            "ctx": [_ctx_switches(p) for p in pids], "me": os.times(),
+            "minflt": [_minor_faults(p) for p in pids]}
 
 
 class _Single:
@@ -187,6 +193,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             threads[k] += a[k] - b.get(k, 0.0)
     vol = sum(a[0] - b[0] for a, b in zip(after["ctx"], before["ctx"]))
     inv = sum(a[1] - b[1] for a, b in zip(after["ctx"], before["ctx"]))
+    minflt = sum(a - b for a, b in zip(after["minflt"], before["minflt"]))
     jobs = sync1[_SYNC[0]] - sync0[_SYNC[0]]
     wait, run_s, back = ((sync1[k] - sync0[k]) * 1000 / max(jobs, 1) for k in _SYNC[1:])
     me0, me1 = before["me"], after["me"]
@@ -197,7 +204,8 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
             f"other {threads['other'] * per:.0f}); client {client * per:.0f} us/record; "
             f"Raft messages/record {(msgs1 - msgs0) / acked:.2f}; context switches/record "
-            f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; fsync-thread jobs/record "
+            f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; minor page faults/record "
+            f"{minflt / acked:.2f}; fsync-thread jobs/record "
             f"{jobs / acked:.2f}, mean wait {wait:.2f} ms, run {run_s:.2f} ms, hand-back {back:.2f} ms; "
             f"load {open('/proc/loadavg').read().split()[0]}")
 
