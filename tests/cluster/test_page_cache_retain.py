@@ -1,12 +1,13 @@
 """``log.page.cache.retain.bytes`` on a 3-broker cluster: every replica of an RF 3 partition - the
 leader, which appends produced batches, and the followers, which write Raft appends - keeps only
 the tail of its log in the OS page cache once fsynced, and every record is still read back in
-order from offset 0 (the older bytes now come from the disk). Residency is read with mincore(2)."""
+order from offset 0 (the older bytes now come from the disk). Residency is read with mincore(2);
+DescribeConfigs shows the setting as a read-only static broker config."""
 
 from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from litemq.testing.cluster import LocalCluster, wait_for
 from litemq.testing.page_cache import resident_bytes
@@ -43,6 +44,10 @@ def test_every_replica_keeps_only_the_tail_cached(tmp_path):
             return out if ok else None
 
         wait_for(cached, 30, "every replica holds the records and keeps only the tail cached")
+        for node in cluster.node_ids:  # a read-only static setting, as kafka-configs.sh shows it
+            res = ConfigResource("BROKER", str(node))
+            entry = admin.describe_configs([res])[res].result(30)["log.page.cache.retain.bytes"]
+            assert (entry.value, entry.is_read_only, entry.source) == (str(RETAIN_BYTES), True, 4), entry
 
         c = Consumer({"bootstrap.servers": bs, "group.id": "g", "auto.offset.reset": "earliest",
                       "enable.auto.commit": False})

@@ -188,7 +188,7 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
 _READ_ONLY_BROKER_CONFIGS = ("num.partitions", "default.replication.factor", "auto.create.topics.enable",
                              "offsets.topic.num.partitions", "log.retention.check.interval.ms", "node.id",
                              "broker.id", "broker.rack", "replica.selector.class",
-                             "replica.lag.time.max.ms")
+                             "replica.lag.time.max.ms", "log.page.cache.retain.bytes")
 """Read-only broker settings DescribeConfigs reports besides every dynamic one."""
 
 
