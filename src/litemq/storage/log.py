@@ -680,8 +680,8 @@ class PartitionLog:
                 with self._lock:
                     self._dir_dirty = self._dir_dirty or dir_dirty
                 raise exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
-            if self.page_cache_retain_bytes >= 0:
-                self._drop_flushed_from_cache(segs, sizes)
+            if self.page_cache_retain_bytes >= 0 and self._truncations == truncations:
+                self._drop_flushed_from_cache(segs, sizes)  # (after a truncation: at the next flush)
             now = _now_ms()
             with self._lock:
                 self.last_flush_ms = now
