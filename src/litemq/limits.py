@@ -231,6 +231,10 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 value is set (CreateTopics, AlterConfigs, broker settings); the internal topic config
 ``internal.segment.bytes`` goes lower (tests), and a smaller value an earlier LiteMQ stored keeps
 working."""
+PAGE_CACHE_FOLIO_MAX_BYTES = 2 * 1024 * 1024
+"""The largest page-cache folio Linux makes (a PMD: 2 MiB with 4 KiB pages). A page-cache drop
+(``log.page.cache.retain.bytes``, ``LogSegment.drop_cache_before``) starts at this boundary below
+where the previous one ended: the kernel drops only folios wholly inside the range."""
 
 # ---------------------------------------------------------------- broker process memory (litemq serve)
 MALLOC_MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024

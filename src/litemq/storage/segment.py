@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from litemq.limits import MAX_REQUEST_FRAME_BYTES
+from litemq.limits import MAX_REQUEST_FRAME_BYTES, PAGE_CACHE_FOLIO_MAX_BYTES
 from litemq.protocol.errors import CorruptRecordError, KafkaStorageError
 from litemq.protocol.records import (
     BATCH_HEADER_BYTES,
@@ -37,9 +37,6 @@ from litemq.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from litemq.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
-
-_FOLIO_MAX_BYTES = 2 * 1024 * 1024
-"""Largest page-cache folio (a PMD: 2 MiB with 4 KiB pages; :meth:`LogSegment.drop_cache_before`)."""
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -245,7 +242,7 @@ class LogSegment:
             return
         # The kernel drops only cache folios (up to 2 MiB) that lie wholly in the range: start at
         # the folio boundary below the last call's end, or the folio it ended in stays cached.
-        start -= start % _FOLIO_MAX_BYTES
+        start -= start % PAGE_CACHE_FOLIO_MAX_BYTES
         try:
             os.posix_fadvise(self.fd, start, position - start, os.POSIX_FADV_DONTNEED)
         except (OSError, ValueError) as exc:  # ValueError: the fd was closed meanwhile
