@@ -2,7 +2,8 @@
 broker, SIGSTOP one, or heal (SIGCONT the paused, restart the killed), at most one broker down
 at a time, while an idempotent acks=all producer writes sequenced records to 6 partitions of an
 RF 3 topic. Afterwards every acknowledged record is read back exactly once at the offset its
-producer was told, and each partition's offsets are dense from 0 (issue 19: no Raft batch takes
+producer was told (in its partition and in order where librdkafka acknowledged it without an
+offset), and each partition's offsets are dense from 0 (issue 19: no Raft batch takes
 a Kafka offset). The fault sequence comes from a seed (``LITEMQ_CHAOS_SEED`` to replay one; a
 failure names it)."""
 
@@ -119,9 +120,20 @@ def test_random_kills_and_pauses_lose_no_acknowledged_record(tmp_path):
         finally:
             consumer.close()
         assert duplicates == 0, f"{what}: {duplicates} records read twice"
-        assert got == acked, (f"{what}: {sum(k not in got for k in acked)} acked records missing, "
-                              f"{sum(k in got and got[k] != acked[k] for k in acked)} at another offset")
+        # librdkafka acknowledges the records of a batch whose own answer was lost (a leader killed
+        # or paused) once a later batch of the idempotent producer is acknowledged, and then knows
+        # no offset for them (offset None): those are checked by partition and by their order
+        missing = [k for k in acked if k not in got]
+        moved = [k for k in acked if k in got and got[k] != acked[k] and acked[k][1] is not None]
+        elsewhere = [k for k in acked if k in got and got[k][0] != acked[k][0]]
+        assert not missing and not moved and not elsewhere and len(got) == len(acked), (
+            f"{what}: {len(missing)} acked records missing, {len(moved)} at another offset, "
+            f"{len(elsewhere)} in another partition, {len(got) - len(acked) + len(missing)} never acked")
         for p in range(PARTITIONS):
+            in_order = [k for k, _ in sorted(((k, o) for k, (q, o) in got.items() if q == p), key=lambda x: x[1])]
             offsets = sorted(o for q, o in got.values() if q == p)
             assert offsets == list(range(len(offsets))), f"{what}: partition {p} offsets not dense from 0"
-        print(f"\nseed {seed}: {len(acked)} records acked and read back across {len(events)} faults")
+            assert in_order == sorted(in_order), f"{what}: partition {p} holds its records out of order"
+        unknown = sum(o is None for _, o in acked.values())
+        print(f"\nseed {seed}: {len(acked)} records acked ({unknown} without an offset) and read back across "
+              f"{len(events)} faults")
