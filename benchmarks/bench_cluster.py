@@ -125,15 +125,14 @@ def create_topic(bs: str, name: str, replicas: int, partitions: int = PARTITIONS
     admin.create_topics([NewTopic(name, partitions, replicas)], operation_timeout=30)[name].result(timeout=60)
 
 
-def warm_producer(bs: str, topic: str, acks: str, partitions: int = PARTITIONS, linger_ms: int = 5,
-                  idempotent: bool | None = None) -> Producer:
+def warm_producer(bs: str, topic: str, acks: str, *, idempotent: bool, partitions: int = PARTITIONS,
+                  linger_ms: int = 5) -> Producer:
     """A producer with bench_broker's settings that has already had one record per partition
     acknowledged: the timed runs then exclude the client's start-up (metadata, connections to
-    every leader, and for idempotence the producer id, about 0.5-1 s here). ``idempotent``
-    defaults to acks == "all"."""
+    every leader, and for idempotence the producer id, about 0.5-1 s here)."""
     p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": linger_ms, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-                  "enable.idempotence": acks == "all" if idempotent is None else idempotent,
+                  "enable.idempotence": idempotent,
                   **({"max.in.flight.requests.per.connection": 5} if acks == "all" else {})})
     for part in range(partitions):
         p.produce(topic, b"warm-up", partition=part)

@@ -43,10 +43,11 @@ RECORD = b"x" * 100
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of process ``pid``."""
+def _process_stat(pid: int) -> tuple[tuple[float, float], int]:
+    """((user, system) CPU seconds, minor page faults) of process ``pid``, from one read of its
+    ``/proc/<pid>/stat``."""
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(f[11]) / _TICKS, int(f[12]) / _TICKS
+    return (int(f[11]) / _TICKS, int(f[12]) / _TICKS), int(f[7])
 
 
 def _threads_cpu_s(pid: int) -> collections.Counter:
@@ -72,15 +73,10 @@ def _ctx_switches(pid: int) -> tuple[int, int]:
     return vol, inv
 
 
-def _minor_faults(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
-
-
 def _snapshot(pids: list[int]) -> dict:
-    return {"cpu": [_cpu_s(p) for p in pids], "threads": [_threads_cpu_s(p) for p in pids],
-            "ctx": [_ctx_switches(p) for p in pids], "me": os.times(),
-            "minflt": [_minor_faults(p) for p in pids]}
+    stats = [_process_stat(p) for p in pids]
+    return {"cpu": [cpu for cpu, _ in stats], "threads": [_threads_cpu_s(p) for p in pids],
+            "ctx": [_ctx_switches(p) for p in pids], "me": os.times(), "minflt": [flt for _, flt in stats]}
 
 
 class _Single:

@@ -665,7 +665,7 @@ class PartitionLog:
                 if target <= self._flushed and not self._dir_dirty:
                     return
                 segs = self._segments_from(self._flushed)
-                sizes = [seg.size for seg in segs]
+                sizes = [seg.size for seg in segs] if self.page_cache_retain_bytes >= 0 else None
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 self.unflushed_messages = 0
                 self._first_unflushed_ms = None
@@ -680,7 +680,7 @@ class PartitionLog:
                 with self._lock:
                     self._dir_dirty = self._dir_dirty or dir_dirty
                 raise exc if isinstance(exc, KafkaStorageError) else KafkaStorageError(str(exc))
-            if self.page_cache_retain_bytes >= 0 and self._truncations == truncations:
+            if sizes is not None and self._truncations == truncations:
                 self._drop_flushed_from_cache(segs, sizes)  # (after a truncation: at the next flush)
             now = _now_ms()
             with self._lock:
