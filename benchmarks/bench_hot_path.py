@@ -151,7 +151,7 @@ def bench_produce(ops: int, repeat: int) -> tuple[float, float]:
         return broker.call(_measure, make_pass, ops, repeat)
 
 
-class _FollowerHost:
+class _Host:
     """A broker as a RaftGroup sees it: node id, loop, send (kept), mark_dirty (at once)."""
 
     def __init__(self, loop, node_id: int = 2) -> None:
@@ -175,7 +175,7 @@ def bench_follower(ops: int, repeat: int, tmp: Path) -> tuple[tuple[float, float
     passes = iter(range(10**6))
 
     async def follower() -> tuple[float, float]:
-        host = _FollowerHost(asyncio.get_running_loop())
+        host = _Host(asyncio.get_running_loop())
         groups = []
 
         async def new_group() -> RaftGroup:
@@ -232,11 +232,11 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
     passes = iter(range(10**6))
 
     async def leader() -> tuple[float, float]:
-        host = _FollowerHost(asyncio.get_running_loop(), node_id=1)
+        host = _Host(asyncio.get_running_loop(), node_id=1)
 
         async def new_leader() -> RaftGroup:
-            g = RaftGroup(host, f"lead-{next(passes)}", PartitionLog.open(tmp / f"l{next(passes)}", NO_FSYNC),
-                          [1, 2, 3])
+            n = next(passes)
+            g = RaftGroup(host, f"lead-{n}", PartitionLog.open(tmp / f"l{n}", NO_FSYNC), [1, 2, 3])
             g.node.campaign()
             for _ in range(100):  # answer pre-votes and votes until it leads
                 g.process()
@@ -253,6 +253,7 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
             return g
 
         prepared = [await new_leader() for _ in range(repeat + 1)]
+        groups = list(prepared)
 
         def make_pass():
             g = prepared.pop()
@@ -272,6 +273,9 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
             return run
 
         result = _measure(make_pass, ops, repeat)
+        for g in groups:
+            g.close()
+            g.plog.close()
         return result
 
     return asyncio.run(leader())
