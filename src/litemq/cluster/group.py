@@ -503,8 +503,13 @@ class RaftGroup:
                 self.on_ready(rd)
             except Exception:
                 log.exception("%s: Ready listener failed", self.group_id)
-        self.node.advance(rd)
-        self.host.mark_dirty(self)
+        node = self.node
+        node.advance(rd)
+        # Another Ready, now or after what this turn proposes: checked here rather than by a
+        # process() call scheduled for nothing (a follower's Ready is usually its last). A
+        # pending broadcast is left for process(), so proposals later in this turn join it.
+        if node.bcast_entries or node.bcast_commit or node.has_ready():
+            self.host.mark_dirty(self)
 
     def _keep_committed_conf(self) -> None:
         """Record the configuration in effect at the commit index (if its ``CONFIG`` batch is

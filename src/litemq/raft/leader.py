@@ -112,26 +112,35 @@ def _handle_reject(r: Raft, to: int, pr: Progress, m: AppendResponse) -> None:
     maybe_send_append(r, to, pr, send_if_empty=True)
 
 
-def maybe_send_append(r: Raft, to: int, pr: Progress, send_if_empty: bool) -> None:
+def maybe_send_append(r: Raft, to: int, pr: Progress, send_if_empty: bool, shared: dict | None = None) -> None:
     """Send follower ``to`` the entries from ``pr.next`` (at most ``max_append_bytes``), or an
     empty Append if ``send_if_empty``, or InstallSnapshot when they are no longer in the log;
-    nothing while ``pr`` is paused."""
+    nothing while ``pr`` is paused. ``shared``: a dict kept across the followers of one
+    broadcast, so followers at the same ``next`` share one read of the log (same entries,
+    previous offset and term)."""
     if pr.is_paused(r.config.max_inflight_appends):
         return
     log = r.raft_log
-    nxt = min(pr.next, log.end_offset)
-    if nxt < log.first_offset:
+    end = log.end_offset
+    nxt = pr.next if pr.next < end else end
+    first = log.first_offset
+    if nxt < first:
         _send_snapshot(r, to, pr)
         return
-    entries = log.entries(nxt, UNLIMITED, r.config.max_append_bytes) if nxt < log.end_offset else []
-    if not entries and not send_if_empty:
-        return
-    prev = entries[0].offset - 1 if entries else nxt - 1
-    prev_term = log.term_at(prev)
+    found = shared.get(nxt) if shared is not None else None
+    if found is None:
+        entries = tuple(log.entries(nxt, UNLIMITED, r.config.max_append_bytes)) if nxt < end else ()
+        if not entries and not send_if_empty:
+            return
+        prev = entries[0].offset - 1 if entries else nxt - 1
+        found = (entries, prev, log.term_at(prev))
+        if shared is not None:
+            shared[nxt] = found
+    entries, prev, prev_term = found
     if prev_term is None:
         _send_snapshot(r, to, pr)
         return
-    r.send(Append(r.id, to, r.term, prev, prev_term, tuple(entries), r.commit_index, r.raft_log.first_offset))
+    r.send(Append(r.id, to, r.term, prev, prev_term, entries, r.commit_index, first))
     if pr.state == PROBE:
         pr.next = prev + 1
         pr.probe_sent = True
@@ -154,9 +163,10 @@ def flush_broadcast(r: Raft) -> None:
         return
     send_if_empty = r.bcast_commit
     r.bcast_entries = r.bcast_commit = False
+    shared: dict = {}
     for v, pr in r.progress.items():
         if v != r.id:
-            maybe_send_append(r, v, pr, send_if_empty)
+            maybe_send_append(r, v, pr, send_if_empty, shared)
 
 
 def propose(r: Raft, payload: Any, count: int, kind: EntryKind) -> Entry:

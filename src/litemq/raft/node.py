@@ -332,7 +332,8 @@ class RaftNode(Raft):
         before the next :meth:`ready`."""
         if self._outstanding is not None:
             raise RuntimeError("advance() the previous Ready first")
-        leader.flush_broadcast(self)
+        if self.bcast_entries or self.bcast_commit:
+            leader.flush_broadcast(self)
         log = self.raft_log
         commit = self.commit_index
         snapshot = log.unstable.snapshot
