@@ -735,7 +735,7 @@ def coerce(cls: type, o):
     Missing keys take the schema defaults. Raises ValueError for unknown keys or a value that
     is neither a Mapping nor an object with the class's attributes.
     """
-    if isinstance(o, Mapping):
+    if o.__class__ is dict or isinstance(o, Mapping):  # a plain dict skips the ABC check
         try:
             return cls(**o)
         except TypeError:
