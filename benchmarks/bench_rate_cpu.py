@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -37,6 +38,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from litemq.testing.cluster import LocalCluster
 from litemq.testing.process import BrokerProcess
+
+import loop_counts as _loop_counts  # benchmarks/ is the script's directory, first on sys.path
 
 PARTITIONS = 6
 RECORD = b"x" * 100
@@ -124,11 +127,13 @@ def _sync_stats(c, node_ids) -> dict[str, float]:
 
 
 def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False,
-        topic_config: dict[str, str] | None = None) -> str:
+        topic_config: dict[str, str] | None = None, loop_counts: Path | None = None) -> str:
     """One run on a fresh cluster (or, ``single``, one broker without ``--peers``); returns the
     result line. With ``py_spy`` (a directory), each broker is sampled by ``py-spy record``
     during the run (collapsed stacks, ``<dir>/node-<id>.txt``; summarise with
-    ``benchmarks/py_spy_top.py``)."""
+    ``benchmarks/py_spy_top.py``). With ``loop_counts`` (the directory of
+    :func:`loop_counts.enable`, called before the brokers start), the line also gives the
+    brokers' event-loop turns and callbacks per record over the measured window."""
     base = pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-"))
     with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
@@ -162,6 +167,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
                      for n, pid in zip(c.node_ids, pids)]
         sync0 = _sync_stats(c, c.node_ids)
         before = _snapshot(pids)
+        wall0 = time.time()
         t0 = time.monotonic()
         n = 0
         while time.monotonic() - t0 < seconds:
@@ -171,6 +177,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
                 n += 1
             p.poll(0.001)
         left = p.flush(30)
+        wall1 = time.time()
         after = _snapshot(pids)
         sync1 = _sync_stats(c, c.node_ids)
         for spy in spies:
@@ -194,6 +201,10 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
     wait, run_s, back = ((sync1[k] - sync0[k]) * 1000 / max(jobs, 1) for k in _SYNC[1:])
     me0, me1 = before["me"], after["me"]
     client = (me1.user - me0.user) + (me1.system - me0.system)
+    loop = ""
+    if loop_counts is not None:
+        turns, callbacks = _loop_counts.per_record(loop_counts, pids, wall0, wall1, acked)
+        loop = f"; event-loop turns/record {turns:.1f}, callbacks/record {callbacks:.1f}"
     return (f"{'single broker' if single else f'rf{rf}'} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
             f"p50 {latencies[acked // 2] * 1000:.1f} ms p99 {latencies[int(acked * .99)] * 1000:.1f} ms "
             f"max {latencies[-1] * 1000:.1f} ms; brokers {(user + system) * per:.0f} us/record "
@@ -203,7 +214,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; minor page faults/record "
             f"{minflt / acked:.2f}; fsync-thread jobs/record "
             f"{jobs / acked:.2f}, mean wait {wait:.2f} ms, run {run_s:.2f} ms, hand-back {back:.2f} ms; "
-            f"load {open('/proc/loadavg').read().split()[0]}")
+            f"load {open('/proc/loadavg').read().split()[0]}{loop}")
 
 
 def main() -> None:
@@ -216,12 +227,15 @@ def main() -> None:
     ap.add_argument("--py-spy", metavar="DIR", help="sample the brokers with py-spy into DIR (adds CPU)")
     ap.add_argument("--topic-config", metavar="K=V", action="append", default=[],
                     help="a config of the topic (repeatable), e.g. flush.messages=9223372036854775807")
+    ap.add_argument("--loop-counts", action="store_true",
+                    help="also count the brokers' event-loop turns and callbacks per record (loop_counts.py)")
     args = ap.parse_args()
     topic_config = dict(kv.split("=", 1) for kv in args.topic_config)
+    counts_dir = _loop_counts.enable() if args.loop_counts else None
     for _ in range(args.repeat):
         for rate in args.rate or [1000, 2000]:
-            print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single, topic_config),
-                  flush=True)
+            print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single, topic_config,
+                      counts_dir), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ import time
 
 from litemq.replica.sync_queue import SyncQueue
 
+import loop_counts as _loop_counts  # benchmarks/ is the script's directory, first on sys.path
+
 _HDR = struct.Struct(">IQ")  # frame length (after these 4 bytes), record id
 _VALUE = b"x" * 100
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -179,9 +181,10 @@ async def _client(ports: list[int], rate: int, seconds: float) -> list[float]:
     return latencies
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid``."""
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / _TICKS
+    return int(f[11]) / _TICKS, int(f[12]) / _TICKS
 
 
 def main() -> None:
@@ -192,7 +195,10 @@ def main() -> None:
     ap.add_argument("--ports", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--strace", metavar="PREFIX", help="count the nodes' system calls (strace -c) into PREFIX.<node>")
+    ap.add_argument("--loop-counts", action="store_true",
+                    help="also count the nodes' event-loop turns and callbacks per record (loop_counts.py)")
     args = ap.parse_args()
+    counts_dir = _loop_counts.enable() if args.loop_counts and args.node is None else None
     if args.node is not None:
         asyncio.run(_node(args.node, [int(p) for p in args.ports.split(",")], args.dir))
         return
@@ -209,9 +215,13 @@ def main() -> None:
                 time.sleep(0.5 if tracers else 0)
                 cpu0 = [_cpu_s(p.pid) for p in procs]
                 me0 = os.times()
+                wall0 = time.time()
                 lat = asyncio.run(_client(ports, rate, args.seconds))
+                wall1 = time.time()
                 cpu1 = [_cpu_s(p.pid) for p in procs]
                 me1 = os.times()
+                if counts_dir is not None:
+                    time.sleep(2 * _loop_counts.SAMPLE_S)  # a counter sample after wall1 before the kill
                 for t in tracers:
                     t.send_signal(2)
                     t.wait()
@@ -222,11 +232,17 @@ def main() -> None:
         lat.sort()
         n = len(lat)
         per = 1e6 / n
-        nodes = sum(cpu1) - sum(cpu0)
+        user = sum(a[0] - b[0] for a, b in zip(cpu1, cpu0))
+        system = sum(a[1] - b[1] for a, b in zip(cpu1, cpu0))
         client = (me1.user - me0.user) + (me1.system - me0.system)
+        loop = ""
+        if counts_dir is not None:
+            turns, callbacks = _loop_counts.per_record(counts_dir, [p.pid for p in procs], wall0, wall1, n)
+            loop = f"; event-loop turns/record {turns:.1f}, callbacks/record {callbacks:.1f}"
         print(f"floor rate {rate}: {n} records, p50 {lat[n // 2] * 1000:.2f} ms p99 {lat[int(n * .99)] * 1000:.2f} ms "
-              f"max {lat[-1] * 1000:.2f} ms; nodes {nodes * per:.0f} us/record, client {client * per:.0f} us/record; "
-              f"load {open('/proc/loadavg').read().split()[0]}", flush=True)
+              f"max {lat[-1] * 1000:.2f} ms; nodes {(user + system) * per:.0f} us/record (user {user * per:.0f}, "
+              f"system {system * per:.0f}), client {client * per:.0f} us/record; "
+              f"load {open('/proc/loadavg').read().split()[0]}{loop}", flush=True)
 
 
 if __name__ == "__main__":
