@@ -29,7 +29,8 @@ Paths (every record 100 B of value, 1 record per batch, as with ``linger.ms=0``)
   with one ``AppendResponse``.
 
 These are hot-cache figures: in a cluster the same code runs between context switches of four
-processes on two cores and costs more per call (docs/benchmarks-cluster.md, seventh round).
+processes on two cores and costs 3.7-4.4 times as much per call (the log appends timed inside the
+brokers at 2000 msg/s, docs/benchmarks-cluster.md, eleventh round).
 
 Usage: ``python benchmarks/bench_hot_path.py [--ops 20000] [--repeat 5]``.
 """
