@@ -5,10 +5,10 @@ commits its input offsets with ``send_offsets_to_transaction``, one transaction 
     python -m tests.txn.ctp_worker LIB BOOTSTRAP INPUT OUTPUT GROUP TXN_ID EXPECTED [abort_every]
 
 LIB is ``ck`` (confluent-kafka), ``kp`` (kafka-python) or ``aio`` (aiokafka). The worker exits 0
-once the group's committed offsets cover ``EXPECTED`` input records. With ``abort_every`` N, every
-Nth transaction writes its records and then aborts (those records must never be read by a
-read_committed consumer; the input is processed again). Every line it prints is a progress
-note for the test log.
+once the group's committed offsets cover ``EXPECTED`` input records, and 4 if ``MAX_RUN_S`` passes
+first. With ``abort_every`` N, every Nth transaction writes its records and then aborts (those
+records must never be read by a read_committed consumer; the input is processed again). Every line
+it prints is a progress note for the test log.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _say(*a) -> None:
     print(*a, flush=True)
 
 
-def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
+def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> bool:
     from confluent_kafka import Consumer, KafkaException, Producer
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
@@ -67,6 +67,7 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
     c.subscribe([inp])
     done = 0
     n_txn = 0
+    finished = False
     deadline = time.monotonic() + MAX_RUN_S
     while time.monotonic() < deadline:
         msgs = [m for m in c.consume(200, 1.0) if m.error() is None]
@@ -75,6 +76,7 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
             total = sum(max(tp.offset, 0) for tp in committed)
             if total >= expected:
                 _say("done", total)
+                finished = True
                 break
             continue
         n_txn += 1
@@ -94,14 +96,18 @@ def run_ck(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
         except KafkaException as exc:
             err = exc.args[0]
             _say("txn error", err)
-            if err.txn_requires_abort():
-                _guarded("abort_transaction", p.abort_transaction, TXN_CALL_TIMEOUT_S)
-                _rewind(c)
-            elif err.fatal():
+            if err.fatal():
                 raise
-            else:
-                _rewind(c)
+            # Abortable or retriable (e.g. send_offsets_to_transaction timing out while a broker
+            # restarts): the transaction is still open, so it is aborted and the input processed
+            # again. Rewinding alone left the producer InTransaction, every later
+            # begin_transaction failing, until the coordinator timed the transaction out and
+            # fenced the producer. An abort that fails ends the process (the exception, or the
+            # watchdog) and the supervising test starts a fresh worker.
+            _guarded("abort_transaction", p.abort_transaction, TXN_CALL_TIMEOUT_S)
+            _rewind(c)
     c.close()
+    return finished
 
 
 def _produce_all(p, out, msgs) -> None:
@@ -126,7 +132,7 @@ def _rewind(c) -> None:
         c.seek(tp)
 
 
-def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
+def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> bool:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import OffsetAndMetadata
 
@@ -136,6 +142,7 @@ def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
     p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=10000)
     p.init_transactions()
     n_txn = 0
+    finished = False
     deadline = time.monotonic() + MAX_RUN_S
     while time.monotonic() < deadline:
         batch = c.poll(1000, max_records=500)
@@ -145,6 +152,7 @@ def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
             total = sum(max(c.committed(tp) or 0, 0) for tp in parts)
             if total >= expected:
                 _say("done", total)
+                finished = True
                 break
             continue
         n_txn += 1
@@ -163,9 +171,10 @@ def run_kp(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
         p.commit_transaction()
         _say("committed", len(msgs))
     c.close()
+    return finished
 
 
-async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) -> None:
+async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) -> bool:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     c = AIOKafkaConsumer(inp, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
@@ -175,6 +184,7 @@ async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) ->
     await c.start()
     await p.start()
     n_txn = 0
+    finished = False
     try:
         deadline = time.monotonic() + MAX_RUN_S
         while time.monotonic() < deadline:
@@ -186,6 +196,7 @@ async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) ->
                     total += max(await c.committed(tp) or 0, 0)
                 if total >= expected:
                     _say("done", total)
+                    finished = True
                     break
                 continue
             n_txn += 1
@@ -206,6 +217,7 @@ async def _run_aio(bootstrap, inp, out, group, txn_id, expected, abort_every) ->
     finally:
         await p.stop()
         await c.stop()
+    return finished
 
 
 def main(argv: list[str]) -> int:
@@ -213,13 +225,16 @@ def main(argv: list[str]) -> int:
     abort_every = int(argv[7]) if len(argv) > 7 else 0
     args = (bootstrap, inp, out, group, txn_id, int(expected), abort_every)
     if lib == "ck":
-        run_ck(*args)
+        finished = run_ck(*args)
     elif lib == "kp":
-        run_kp(*args)
+        finished = run_kp(*args)
     elif lib == "aio":
-        asyncio.run(_run_aio(*args))
+        finished = asyncio.run(_run_aio(*args))
     else:
         raise SystemExit(f"unknown client library {lib!r}")
+    if not finished:  # MAX_RUN_S passed first: not a success (the supervisor starts a new run)
+        _say(f"not done after {MAX_RUN_S} s")
+        return 4
     return 0
 
 
