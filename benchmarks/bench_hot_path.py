@@ -168,6 +168,26 @@ class _Host:
         group.process()
 
 
+async def _settle(group: RaftGroup) -> None:
+    """Wait for the group's Ready in flight (its hard state made durable on the fsync thread)."""
+    while group._persisting:
+        await asyncio.sleep(0.005)
+
+
+async def _measure_groups(new_group, run_pass, ops: int, repeat: int) -> tuple[float, float]:
+    """:func:`_measure` with a fresh RaftGroup per pass: ``await new_group()`` makes each (one per
+    timed pass and one for the counted pass), ``run_pass(group)`` returns the pass to run on it;
+    every group and its log are closed afterwards."""
+    groups = [await new_group() for _ in range(repeat + 1)]
+    unused = list(groups)
+    try:
+        return _measure(lambda: run_pass(unused.pop()), ops, repeat)
+    finally:
+        for g in groups:
+            g.close()
+            g.plog.close()
+
+
 def bench_follower(ops: int, repeat: int, tmp: Path) -> tuple[tuple[float, float], tuple[float, float]]:
     batches = [build_batch([(b"k", VALUE)], base_offset=i, partition_leader_epoch=1, producer_id=7,
                            producer_epoch=0, base_sequence=i) for i in range(ops + 1)]
@@ -177,23 +197,16 @@ def bench_follower(ops: int, repeat: int, tmp: Path) -> tuple[tuple[float, float
 
     async def follower() -> tuple[float, float]:
         host = _Host(asyncio.get_running_loop())
-        groups = []
 
         async def new_group() -> RaftGroup:
             n = next(passes)
             g = RaftGroup(host, f"hot-{n}", PartitionLog.open(tmp / f"f{n}", NO_FSYNC), [1, 2, 3])
             g.node.step(appends[0])  # term 1: the vote state is made durable on the fsync thread
             g.process()
-            while g._persisting:
-                await asyncio.sleep(0.01)
-            groups.append(g)
+            await _settle(g)
             return g
 
-        prepared = [await new_group() for _ in range(repeat + 1)]
-
-        def make_pass():
-            g = prepared.pop()
-
+        def run_pass(g: RaftGroup):
             def run():
                 step, process = g.node.step, g.process
                 for m in appends[1:]:
@@ -203,11 +216,7 @@ def bench_follower(ops: int, repeat: int, tmp: Path) -> tuple[tuple[float, float
                     raise RuntimeError(f"follower log ends at {g.plog.log_end_offset}")
             return run
 
-        result = _measure(make_pass, ops, repeat)
-        for g in groups:
-            g.close()
-            g.plog.close()
-        return result
+        return await _measure_groups(new_group, run_pass, ops, repeat)
 
     follower_result = asyncio.run(follower())
     n = iter(range(10**6))
@@ -241,8 +250,7 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
             g.node.campaign()
             for _ in range(100):  # answer pre-votes and votes until it leads
                 g.process()
-                while g._persisting:
-                    await asyncio.sleep(0.005)
+                await _settle(g)
                 msgs, host.sent = host.sent, []
                 for m in msgs:
                     if isinstance(m, VoteRequest):
@@ -253,11 +261,7 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
                 raise RuntimeError("the benchmark's group did not become leader")
             return g
 
-        prepared = [await new_leader() for _ in range(repeat + 1)]
-        groups = list(prepared)
-
-        def make_pass():
-            g = prepared.pop()
+        def run_pass(g: RaftGroup):
             host.sent = []
 
             def run():
@@ -273,11 +277,7 @@ def bench_leader(ops: int, repeat: int, tmp: Path) -> tuple[float, float]:
                     raise RuntimeError(f"commit index {node.commit_index}, log end {g.plog.log_end_offset}")
             return run
 
-        result = _measure(make_pass, ops, repeat)
-        for g in groups:
-            g.close()
-            g.plog.close()
-        return result
+        return await _measure_groups(new_leader, run_pass, ops, repeat)
 
     return asyncio.run(leader())
 
