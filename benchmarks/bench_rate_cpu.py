@@ -6,7 +6,8 @@ produces ``--rate`` records/s of 100 B round-robin over the partitions for ``--s
 prints, per run: p50/p99/max of librdkafka's per-message latency; the three brokers' CPU per
 acknowledged record from ``/proc/<pid>/stat`` (user and system), split into the event-loop
 thread (``main``: the thread whose id is the process id) and every other thread (``other``: the
-fsync thread); the benchmark process's own CPU per record; Raft messages received per record
+fsync thread); the benchmark process's own CPU per record; the whole machine's CPU per record
+(``/proc/stat``, kernel threads included: where work moved into the kernel shows); Raft messages received per record
 (the brokers' status RPC); voluntary and involuntary context switches and minor page faults per
 record; and, from the brokers' ``/metrics`` (``litemq_sync_*``), the fsync thread's jobs per
 record and their mean wait for the thread, run time (the fsync) and hand-back to the event loop. ``--topic-config
@@ -76,10 +77,21 @@ def _ctx_switches(pid: int) -> tuple[int, int]:
     return vol, inv
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy (``/proc/stat``: every state but idle and
+    iowait), kernel threads included - where an asynchronous fsync's work runs."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]
+    if len(fields) > 8:
+        busy -= sum(fields[8:10])  # guest time is counted in user time already
+    return busy / _TICKS
+
+
 def _snapshot(pids: list[int]) -> dict:
     stats = [_process_stat(p) for p in pids]
     return {"cpu": [cpu for cpu, _ in stats], "threads": [_threads_cpu_s(p) for p in pids],
-            "ctx": [_ctx_switches(p) for p in pids], "me": os.times(), "minflt": [flt for _, flt in stats]}
+            "ctx": [_ctx_switches(p) for p in pids], "me": os.times(), "minflt": [flt for _, flt in stats],
+            "machine": _machine_busy_s()}
 
 
 class _Single:
@@ -210,6 +222,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
             f"max {latencies[-1] * 1000:.1f} ms; brokers {(user + system) * per:.0f} us/record "
             f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
             f"other {threads['other'] * per:.0f}); client {client * per:.0f} us/record; "
+            f"machine {(after['machine'] - before['machine']) * per:.0f} us/record; "
             f"Raft messages/record {(msgs1 - msgs0) / acked:.2f}; context switches/record "
             f"{vol / acked:.1f} voluntary, {inv / acked:.1f} involuntary; minor page faults/record "
             f"{minflt / acked:.2f}; fsync-thread jobs/record "
