@@ -26,7 +26,9 @@ A full run (defaults: 500k x 100 B, 100k x 1 KiB, 5 runs a row, 20 kills) takes 
    msg/s, MB/s and the per-message latency p50/p99 (librdkafka's ``latency()``: produce() call
    to delivery report; at saturation mostly client queueing), and the CPU used meanwhile by the
    brokers, by this process and by the whole machine (in % of one core). Then, per setup, one run at a fixed modest
-   rate (``--rate`` msg/s of 100 B for ``--rate-seconds`` s), where the latency is the figure.
+   rate (``--rate`` msg/s of 100 B for ``--rate-seconds`` s), where the latency is the figure;
+   on the cluster also RF 3 with Kafka's default flush policy on the topic (``flush.messages`` =
+   Long.MAX_VALUE: no fsync, durability by replication), what LiteMQ's durable default costs.
 2. **Failover**, on a fresh 3-broker cluster: a producer thread writes a steady idempotent
    acks=all load (``--load-rate`` msg/s round-robin over 6 partitions, replication factor 3).
    ``--kills`` times: SIGKILL the leader of partition 0 and measure the time from the kill to
@@ -120,9 +122,11 @@ def cpu_text(cpu: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- produce runs
-def create_topic(bs: str, name: str, replicas: int, partitions: int = PARTITIONS) -> None:
+def create_topic(bs: str, name: str, replicas: int, partitions: int = PARTITIONS,
+                 config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(name, partitions, replicas)], operation_timeout=30)[name].result(timeout=60)
+    admin.create_topics([NewTopic(name, partitions, replicas, config=config or {})],
+                        operation_timeout=30)[name].result(timeout=60)
 
 
 def warm_producer(bs: str, topic: str, acks: str, *, idempotent: bool, partitions: int = PARTITIONS,
@@ -234,20 +238,32 @@ def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, st
     for rf, acks, idem in variants:
         if acks == "all" and not idem:
             continue
-        name = acks_label(acks, idem)
-        topic = f"bench-rate-rf{rf}-acks{acks}"
-        create_topic(bs, topic, rf)
-        if wait_leaders:
-            wait_leaders(topic)
-        p = warm_producer(bs, topic, acks, linger_ms=args.rate_linger_ms, idempotent=idem)
-        meter = CpuMeter(pids)
-        r = produce_at_rate(p, topic, args.rate, args.rate_seconds)
-        r["cpu"] = meter.stop()
-        rate_rows.append((label, rf, name, r))
-        print(f"{label:<22} RF{rf} acks={name:<8} at {args.rate} msg/s x {r['n']:,} (100 B): achieved "
-              f"{r['msg_s']:,.0f} msg/s, p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms max {r['max_ms']:.1f} ms, "
-              f"{r['failed']} failed | CPU % brokers | client | machine: {cpu_text(r['cpu'])}", flush=True)
+        rate_rows.append(run_at_rate(label, bs, pids, rf, acks, idem, args, wait_leaders))
     return rows, rate_rows
+
+
+KAFKA_FLUSH_POLICY = {"flush.messages": str(2**63 - 1)}
+"""Kafka's default flush policy (``log.flush.interval.messages`` = Long.MAX_VALUE): no fsync per
+write, durability by replication. LiteMQ's default fsyncs before acks=all is answered."""
+
+
+def run_at_rate(label: str, bs: str, pids: list[int], rf: int, acks: str, idem: bool, args, wait_leaders=None,
+                topic_config: dict[str, str] | None = None) -> tuple:
+    """One fixed-rate run (``args.rate`` msg/s of 100 B for ``args.rate_seconds`` s) on a new topic
+    with ``topic_config``: the latency table's row ``(label, rf, acks label, result)``."""
+    name = acks_label(acks, idem)
+    topic = f"bench-rate-rf{rf}-acks{acks}{'-nofsync' if topic_config else ''}"
+    create_topic(bs, topic, rf, config=topic_config)
+    if wait_leaders:
+        wait_leaders(topic)
+    p = warm_producer(bs, topic, acks, linger_ms=args.rate_linger_ms, idempotent=idem)
+    meter = CpuMeter(pids)
+    r = produce_at_rate(p, topic, args.rate, args.rate_seconds)
+    r["cpu"] = meter.stop()
+    print(f"{label:<22} RF{rf} acks={name:<8} at {args.rate} msg/s x {r['n']:,} (100 B): achieved "
+          f"{r['msg_s']:,.0f} msg/s, p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms max {r['max_ms']:.1f} ms, "
+          f"{r['failed']} failed | CPU % brokers | client | machine: {cpu_text(r['cpu'])}", flush=True)
+    return label, rf, name, r
 
 
 @contextlib.contextmanager
@@ -274,10 +290,13 @@ def throughput(args) -> tuple[list, list]:
         with LocalCluster(Path(tmp) / "cluster", 3, overrides=args.broker_config) as cluster:
             pids = [cluster.brokers[i].proc.pid for i in cluster.node_ids]
             variants = [(3, "all", True), (1, "all", True), (3, "all", False), (1, "all", False), (1, "1", False)]
-            r, rr = run_setup("3 brokers", cluster.bootstrap_servers, pids, variants, args,
-                              wait_leaders=lambda t: cluster.wait_leaders(t, PARTITIONS, timeout_s=30))
+            wait = lambda t: cluster.wait_leaders(t, PARTITIONS, timeout_s=30)  # noqa: E731
+            r, rr = run_setup("3 brokers", cluster.bootstrap_servers, pids, variants, args, wait_leaders=wait)
             rows += r
             rate_rows += rr
+            rate_rows.append(run_at_rate("3 brokers, topic without fsync (Kafka's flush policy)",
+                                         cluster.bootstrap_servers, pids, 3, "all", True, args, wait,
+                                         topic_config=KAFKA_FLUSH_POLICY))
         with BrokerProcess(Path(tmp) / "single", overrides=args.broker_config) as broker:
             r, rr = run_setup("1 broker (no --peers)", broker.bootstrap_servers, [broker.proc.pid],
                               [(1, "all", True), (1, "1", False)], args)
