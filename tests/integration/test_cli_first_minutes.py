@@ -7,6 +7,7 @@ modules import each other in one direction only."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shlex
 import signal
@@ -95,6 +96,15 @@ def test_stopped_cluster_says_how_to_start_it_again(tmp_path):
         assert r.returncode == 0 and "cluster ready" in r.stdout, r.stdout + r.stderr
         r = litemq("cluster", "status", "--data-dir", str(data))
         assert r.returncode == 0 and "metadata: leader" in r.stdout, r.stdout + r.stderr
+
+        # --data-dir alone starts it again as recorded: its port, HTTP port and overrides
+        r = litemq("cluster", "stop", "--data-dir", str(data))
+        assert r.returncode == 0, r.stderr
+        r = litemq("cluster", "start", "--data-dir", str(data), "--timeout", "30")
+        assert r.returncode == 0 and "cluster ready" in r.stdout, r.stdout + r.stderr
+        assert f"127.0.0.1:{base}" in r.stdout, r.stdout
+        r = litemq("cluster", "stop", "--data-dir", str(data))
+        assert r.returncode == 0 and _start_command(r.stdout) == expected, r.stdout
     finally:
         litemq("cluster", "stop", "--data-dir", str(data))
 
@@ -108,6 +118,30 @@ def test_stopped_cluster_says_how_to_start_it_again(tmp_path):
         assert r.returncode == 1 and "Traceback" not in r.stderr
         assert r.stderr.startswith(f"error: no cluster in {tmp_path / 'nothing'}"), r.stderr
     assert not (tmp_path / "nothing").exists()
+
+def test_killed_broker_starts_again_with_the_data_dir_alone(tmp_path):
+    """A broker of a running ``cluster start`` cluster exited: ``cluster start --data-dir DIR``
+    alone starts it again with its recorded port; explicit other settings are refused."""
+    base = free_base_port(3)
+    data = tmp_path / "c"
+    r = litemq("cluster", "start", "-n", "3", "--base-port", str(base), "--data-dir", str(data),
+               "--http-base-port", "0", "--timeout", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        state = json.loads((data / "cluster.json").read_text())
+        pid = next(nd["pid"] for nd in state["nodes"] if nd["node_id"] == 2)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(),
+                 10, "broker 2 gone")
+        r = litemq("cluster", "start", "--data-dir", str(data), "--base-port", str(base + 10))
+        assert r.returncode == 1 and "its broker 2 exited" in r.stderr, r.stderr
+        r = litemq("cluster", "start", "--data-dir", str(data), "--timeout", "60")
+        assert r.returncode == 0 and "started broker 2 again" in r.stdout, r.stdout + r.stderr
+        r = litemq("cluster", "status", "--data-dir", str(data))
+        assert r.returncode == 0 and f"127.0.0.1:{base + 1}" in r.stdout, r.stdout + r.stderr
+    finally:
+        litemq("cluster", "stop", "--data-dir", str(data))
+
 
 
 # ------------------------------------------------------------------ HOST:PORT values

@@ -104,20 +104,26 @@ def _node_dirs(data_dir: Path) -> list[int]:
     return sorted(int(m.group(1)) for name in names if (m := re.fullmatch(r"node-(\d+)", name)))
 
 
+def _recorded_start(state: dict) -> tuple[int, int, int, list[str], dict[str, str]]:
+    """How the cluster recorded in ``state`` was started: ``(nodes, base port, HTTP base port,
+    racks, overrides)``."""
+    nodes = state.get("nodes") or []
+    start = state.get("start") or {}  # recorded since the stopped state is kept; else from the nodes
+    return (start.get("nodes", len(nodes)), start.get("base_port", min((nd["port"] for nd in nodes), default=9092)),
+            start.get("http_base_port", DEFAULT_HTTP_PORT), list(start.get("racks") or []),
+            dict(state.get("overrides") or {}))
+
+
 def _start_command(data_dir: Path, state: dict) -> str:
     """The ``litemq cluster start`` command that runs the cluster recorded in ``state`` again:
     the same nodes, ports, HTTP ports and overrides, on the kept data."""
-    nodes = state.get("nodes") or []
-    start = state.get("start") or {}  # recorded since the stopped state is kept; else from the nodes
-    n = start.get("nodes", len(nodes))
-    base = start.get("base_port", min((nd["port"] for nd in nodes), default=9092))
+    n, base, http_base, racks, overrides = _recorded_start(state)
     args = ["litemq", "cluster", "start", "-n", str(n), "--base-port", str(base), "--data-dir", str(data_dir)]
-    http_base = start.get("http_base_port", DEFAULT_HTTP_PORT)
     if http_base != DEFAULT_HTTP_PORT:
         args += ["--http-base-port", str(http_base)]
-    if start.get("racks"):
-        args += ["--racks", ",".join(start["racks"])]
-    for k, v in (state.get("overrides") or {}).items():
+    if racks:
+        args += ["--racks", ",".join(racks)]
+    for k, v in overrides.items():
         args += ["-o", f"{k}={v}"]
     return shlex.join(args)
 
@@ -248,9 +254,14 @@ def cluster() -> None:
     """Run a local replicated cluster (start, stop) and show its state (status)."""
 
 
+_START_SETTINGS = ("n", "base_port", "http_base_port", "racks", "overrides")
+"""``cluster start``'s options that say how the brokers run (not given: a recorded cluster's)."""
+
+
 @cluster.command("start")
 @click.option("-n", "--nodes", "n", type=click.IntRange(1, 99), default=3, show_default=True,
-              help="Number of brokers (node ids 1..N, all metadata voters).")
+              help="Number of brokers (node ids 1..N, all metadata voters). With none of -n, --base-port, "
+                   "--http-base-port, --racks and -o, a DIR that holds a cluster starts as recorded.")
 @click.option("--base-port", type=click.IntRange(1, 65535 - RPC_PORT_OFFSET - 99), default=9092, show_default=True,
               help=f"Client port of node 1; node i uses BASE+i-1, its RPC port BASE+{RPC_PORT_OFFSET}+i-1.")
 @data_dir_option
@@ -266,7 +277,15 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
     """Start N brokers in the background and wait until the cluster is ready.
 
     On a cluster from DIR that is running with some of its brokers exited (killed, crashed),
-    the same -n and --base-port start those brokers again, as they were started before."""
+    the same -n and --base-port start those brokers again, as they were started before. Given
+    none of -n, --base-port, --http-base-port, --racks and -o, a DIR that holds a cluster (stopped,
+    or running with brokers exited) is started again as it was recorded."""
+    ctx = click.get_current_context()
+    given = [name for name in _START_SETTINGS if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    if not given and (data_dir.resolve() / STATE_FILE).exists():
+        n, base_port, http_base_port, rack_list, recorded_overrides = _recorded_start(_load_state(data_dir.resolve()))
+        racks = ",".join(rack_list) if rack_list else None
+        overrides = tuple(f"{k}={v}" for k, v in recorded_overrides.items())
     settings = parse_kv(overrides, "--override")
     rack_list = [r.strip() for r in racks.split(",")] if racks is not None else []
     if racks is not None and (len(rack_list) != n or not all(rack_list)):
