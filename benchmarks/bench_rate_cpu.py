@@ -27,6 +27,7 @@ import argparse
 import collections
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 import time
@@ -140,13 +141,24 @@ def _sync_stats(c, node_ids) -> dict[str, float]:
 
 def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False,
         topic_config: dict[str, str] | None = None, loop_counts: Path | None = None) -> str:
-    """One run on a fresh cluster (or, ``single``, one broker without ``--peers``); returns the
-    result line. With ``py_spy`` (a directory), each broker is sampled by ``py-spy record``
-    during the run (collapsed stacks, ``<dir>/node-<id>.txt``; summarise with
-    ``benchmarks/py_spy_top.py``). With ``loop_counts`` (the directory of
-    :func:`loop_counts.enable`, called before the brokers start), the line also gives the
-    brokers' event-loop turns and callbacks per record over the measured window."""
+    """One run on a fresh cluster (or, ``single``, one broker without ``--peers``) in a new
+    directory, removed afterwards unless the run fails; returns the result line. With ``py_spy``
+    (a directory), each broker is sampled by ``py-spy record`` during the run (collapsed stacks,
+    ``<dir>/node-<id>.txt``; summarise with ``benchmarks/py_spy_top.py``). With ``loop_counts``
+    (the directory of :func:`loop_counts.enable`, called before the brokers start), the line also
+    gives the brokers' event-loop turns and callbacks per record over the measured window."""
     base = pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-"))
+    try:
+        line = _measure(base, rate, seconds, rf, py_spy, single, topic_config, loop_counts)
+    except BaseException:
+        print(f"broker data and logs kept in {base}", flush=True)
+        raise
+    shutil.rmtree(base, ignore_errors=True)
+    return line
+
+
+def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str | None, single: bool,
+             topic_config: dict[str, str] | None, loop_counts: Path | None) -> str:
     with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf, config=topic_config or {})],

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -164,6 +165,7 @@ def main() -> None:
     finally:
         broker.terminate()
         broker.wait(60)
+        shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(result, indent=2))
 
 
