@@ -42,6 +42,7 @@ from litemq.testing.cluster import LocalCluster
 from litemq.testing.process import BrokerProcess
 
 import loop_counts as _loop_counts  # benchmarks/ is the script's directory, first on sys.path
+from bench_cluster import machine_ticks
 
 PARTITIONS = 6
 RECORD = b"x" * 100
@@ -78,21 +79,11 @@ def _ctx_switches(pid: int) -> tuple[int, int]:
     return vol, inv
 
 
-def _machine_busy_s() -> float:
-    """CPU seconds the whole machine spent busy (``/proc/stat``: every state but idle and
-    iowait), kernel threads included - where an asynchronous fsync's work runs."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    busy = sum(fields) - fields[3] - fields[4]
-    if len(fields) > 8:
-        busy -= sum(fields[8:10])  # guest time is counted in user time already
-    return busy / _TICKS
-
-
 def _snapshot(pids: list[int]) -> dict:
     stats = [_process_stat(p) for p in pids]
     return {"cpu": [cpu for cpu, _ in stats], "threads": [_threads_cpu_s(p) for p in pids],
             "ctx": [_ctx_switches(p) for p in pids], "me": os.times(), "minflt": [flt for _, flt in stats],
-            "machine": _machine_busy_s()}
+            "machine": machine_ticks()[0] / _TICKS}
 
 
 class _Single:

@@ -119,6 +119,7 @@ def test_stopped_cluster_says_how_to_start_it_again(tmp_path):
         assert r.stderr.startswith(f"error: no cluster in {tmp_path / 'nothing'}"), r.stderr
     assert not (tmp_path / "nothing").exists()
 
+
 def test_killed_broker_starts_again_with_the_data_dir_alone(tmp_path):
     """A broker of a running ``cluster start`` cluster exited: ``cluster start --data-dir DIR``
     alone starts it again with its recorded port; explicit other settings are refused."""
@@ -141,7 +142,6 @@ def test_killed_broker_starts_again_with_the_data_dir_alone(tmp_path):
         assert r.returncode == 0 and f"127.0.0.1:{base + 1}" in r.stdout, r.stdout + r.stderr
     finally:
         litemq("cluster", "stop", "--data-dir", str(data))
-
 
 
 # ------------------------------------------------------------------ HOST:PORT values

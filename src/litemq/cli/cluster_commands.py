@@ -280,10 +280,12 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
     the same -n and --base-port start those brokers again, as they were started before. Given
     none of -n, --base-port, --http-base-port, --racks and -o, a DIR that holds a cluster (stopped,
     or running with brokers exited) is started again as it was recorded."""
+    data_dir = data_dir.resolve()
+    old = _load_state(data_dir) if (data_dir / STATE_FILE).exists() else None
     ctx = click.get_current_context()
-    given = [name for name in _START_SETTINGS if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
-    if not given and (data_dir.resolve() / STATE_FILE).exists():
-        n, base_port, http_base_port, rack_list, recorded_overrides = _recorded_start(_load_state(data_dir.resolve()))
+    if old is not None and all(ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
+                               for name in _START_SETTINGS):
+        n, base_port, http_base_port, rack_list, recorded_overrides = _recorded_start(old)
         racks = ",".join(rack_list) if rack_list else None
         overrides = tuple(f"{k}={v}" for k, v in recorded_overrides.items())
     settings = parse_kv(overrides, "--override")
@@ -297,9 +299,7 @@ def cluster_start(n, base_port, data_dir, overrides, http_base_port, racks, time
             BrokerConfig.from_sources(overrides={**settings, **({"broker.rack": rack} if rack else {})}).validate()
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    data_dir = data_dir.resolve()
-    if (data_dir / STATE_FILE).exists():
-        old = _load_state(data_dir)
+    if old is not None:
         alive = [] if "stopped_at" in old else [nd["pid"] for nd in old.get("nodes", []) if _is_our_broker(nd["pid"])]
         if alive:
             recorded = old.get("start") or {}
