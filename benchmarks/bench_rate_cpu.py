@@ -32,7 +32,6 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -131,7 +130,7 @@ def _sync_stats(c, node_ids) -> dict[str, float]:
 
 
 def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False,
-        topic_config: dict[str, str] | None = None, loop_counts: Path | None = None) -> str:
+        topic_config: dict[str, str] | None = None, loop_counts: pathlib.Path | None = None) -> str:
     """One run on a fresh cluster (or, ``single``, one broker without ``--peers``) in a new
     directory, removed afterwards unless the run fails; returns the result line. With ``py_spy``
     (a directory), each broker is sampled by ``py-spy record`` during the run (collapsed stacks,
@@ -149,7 +148,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
 
 
 def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str | None, single: bool,
-             topic_config: dict[str, str] | None, loop_counts: Path | None) -> str:
+             topic_config: dict[str, str] | None, loop_counts: pathlib.Path | None) -> str:
     with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf, config=topic_config or {})],
@@ -193,6 +192,8 @@ def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str
             p.poll(0.001)
         left = p.flush(30)
         wall1 = time.time()
+        if loop_counts is not None:
+            _loop_counts.await_last_sample()  # before the brokers stop
         after = _snapshot(pids)
         sync1 = _sync_stats(c, c.node_ids)
         for spy in spies:

@@ -221,7 +221,7 @@ def main() -> None:
                 cpu1 = [_cpu_s(p.pid) for p in procs]
                 me1 = os.times()
                 if counts_dir is not None:
-                    time.sleep(2 * _loop_counts.SAMPLE_S)  # a counter sample after wall1 before the kill
+                    _loop_counts.await_last_sample()  # before the nodes are killed
                 for t in tracers:
                     t.send_signal(2)
                     t.wait()

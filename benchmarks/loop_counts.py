@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import os
 import tempfile
+import time
 from pathlib import Path
 
 SAMPLE_S = 0.1
@@ -64,6 +65,12 @@ def enable() -> Path:
     os.environ[ENV] = str(d)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(d), os.environ.get("PYTHONPATH")) if p)
     return d
+
+
+def await_last_sample() -> None:
+    """Wait until every counting process has written a sample after now (call at the end of a
+    measured window, before the processes stop: :func:`per_record` interpolates between samples)."""
+    time.sleep(2 * SAMPLE_S)
 
 
 def _at(rows: list[tuple[float, int, int]], t: float) -> tuple[float, float]:
