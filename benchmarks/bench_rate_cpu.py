@@ -1,7 +1,8 @@
 """Broker CPU per record and produce latency at a fixed rate on a 3-broker cluster (issue 19).
 
 Starts a 3-broker ``LocalCluster``, creates a topic (6 partitions, ``--rf``), warms an
-idempotent acks=all confluent-kafka producer up (one acknowledged record per partition), then
+idempotent acks=all confluent-kafka producer (``--plain``: without idempotence, librdkafka's
+default) up (one acknowledged record per partition), then
 produces ``--rate`` records/s of 100 B round-robin over the partitions for ``--seconds`` and
 prints, per run: p50/p99/max of librdkafka's per-message latency; the three brokers' CPU per
 acknowledged record from ``/proc/<pid>/stat`` (user and system), split into the event-loop
@@ -130,16 +131,18 @@ def _sync_stats(c, node_ids) -> dict[str, float]:
 
 
 def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: bool = False,
-        topic_config: dict[str, str] | None = None, loop_counts: pathlib.Path | None = None) -> str:
+        topic_config: dict[str, str] | None = None, loop_counts: pathlib.Path | None = None,
+        idempotent: bool = True) -> str:
     """One run on a fresh cluster (or, ``single``, one broker without ``--peers``) in a new
     directory, removed afterwards unless the run fails; returns the result line. With ``py_spy``
     (a directory), each broker is sampled by ``py-spy record`` during the run (collapsed stacks,
     ``<dir>/node-<id>.txt``; summarise with ``benchmarks/py_spy_top.py``). With ``loop_counts``
     (the directory of :func:`loop_counts.enable`, called before the brokers start), the line also
-    gives the brokers' event-loop turns and callbacks per record over the measured window."""
+    gives the brokers' event-loop turns and callbacks per record over the measured window.
+    ``idempotent=False`` produces with librdkafka's default ``enable.idempotence=false``."""
     base = pathlib.Path(tempfile.mkdtemp(prefix="bench-rate-cpu-"))
     try:
-        line = _measure(base, rate, seconds, rf, py_spy, single, topic_config, loop_counts)
+        line = _measure(base, rate, seconds, rf, py_spy, single, topic_config, loop_counts, idempotent)
     except BaseException:
         print(f"broker data and logs kept in {base}", flush=True)
         raise
@@ -148,14 +151,14 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
 
 
 def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str | None, single: bool,
-             topic_config: dict[str, str] | None, loop_counts: pathlib.Path | None) -> str:
+             topic_config: dict[str, str] | None, loop_counts: pathlib.Path | None, idempotent: bool = True) -> str:
     with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf, config=topic_config or {})],
                             operation_timeout=15)["t"].result(30)
         c.wait_leaders("t", PARTITIONS)
         p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0,
-                      "enable.idempotence": True})
+                      "enable.idempotence": idempotent})
         latencies: list[float] = []
         errors: list[str] = []
 
@@ -221,7 +224,8 @@ def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str
     if loop_counts is not None:
         turns, callbacks = _loop_counts.per_record(loop_counts, pids, wall0, wall1, acked)
         loop = f"; event-loop turns/record {turns:.1f}, callbacks/record {callbacks:.1f}"
-    return (f"{'single broker' if single else f'rf{rf}'} rate {rate}: acked {acked} (unacked {left}, errors {len(errors)}) "
+    name = ("single broker" if single else f"rf{rf}") + ("" if idempotent else " plain")
+    return (f"{name} rate {rate}: produced {n}, acked {acked} (unacked {left}, errors {len(errors)}) "
             f"p50 {latencies[acked // 2] * 1000:.1f} ms p99 {latencies[int(acked * .99)] * 1000:.1f} ms "
             f"max {latencies[-1] * 1000:.1f} ms; brokers {(user + system) * per:.0f} us/record "
             f"(user {user * per:.0f}, system {system * per:.0f}; main {threads['main'] * per:.0f}, "
@@ -246,13 +250,15 @@ def main() -> None:
                     help="a config of the topic (repeatable), e.g. flush.messages=9223372036854775807")
     ap.add_argument("--loop-counts", action="store_true",
                     help="also count the brokers' event-loop turns and callbacks per record (loop_counts.py)")
+    ap.add_argument("--plain", action="store_true",
+                    help="a producer without idempotence (librdkafka's default) instead of an idempotent one")
     args = ap.parse_args()
     topic_config = dict(kv.split("=", 1) for kv in args.topic_config)
     counts_dir = _loop_counts.enable() if args.loop_counts else None
     for _ in range(args.repeat):
         for rate in args.rate or [1000, 2000]:
             print(run(rate, args.seconds, 1 if args.single else args.rf, args.py_spy, args.single, topic_config,
-                      counts_dir), flush=True)
+                      counts_dir, not args.plain), flush=True)
 
 
 if __name__ == "__main__":
