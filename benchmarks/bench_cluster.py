@@ -213,7 +213,8 @@ def run_setup(label: str, bs: str, pids: list[int], variants: list[tuple[int, st
     """Every (replication factor, acks, idempotent producer) of ``variants`` with both sizes, then
     the fixed-rate run of each variant whose producer is idempotent or whose acks are not "all"
     (the fixed rate never fills a partition's in-flight window, so the plain acks=all producer
-    would repeat the idempotent one's figure)."""
+    repeats the idempotent one's figure: measured with ``bench_rate_cpu.py --plain``,
+    docs/benchmarks-cluster.md, thirteenth round)."""
     rows, rate_rows = [], []
     for rf, acks, idem in variants:
         name = acks_label(acks, idem)
