@@ -51,6 +51,11 @@ SHUTDOWN_TASKS_TIMEOUT_MS = 5_000
 """At shutdown a broker cancels its request tasks (long-poll fetches, acks=all produces,
 connection writers) and waits this long at most for them to end."""
 
+LOG_RETENTION_INITIAL_DELAY_MS = 30_000
+"""A broker's first retention check comes this long after it starts (Kafka's LogManager
+``InitialTaskDelayMs``), or after ``log.retention.check.interval.ms`` if that is shorter; then
+one every ``log.retention.check.interval.ms``."""
+
 # --- topics ---
 MAX_PARTITIONS_PER_TOPIC = 10_000
 MAX_TOPIC_NAME_CHARS = 249

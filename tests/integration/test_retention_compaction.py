@@ -139,3 +139,39 @@ def test_compacted_topic_rejects_keyless_records(fast_maintenance_broker):
     p.produce("compacted-nokey", value=b"no key", on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+
+
+def _produce_1970(bs: str, topic: str, n: int) -> None:
+    """``n`` records of 100 B stamped in 1970 (CreateTime 1000 + i ms): older than any retention.ms."""
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
+    for i in range(n):
+        p.produce(topic, value=b"x" * 100, timestamp=1000 + i)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def test_retention_runs_at_its_check_interval_not_the_cleaners(tmp_path, fast_maintenance_broker):
+    """Retention runs every ``log.retention.check.interval.ms`` (Kafka: 5 min), compaction every
+    ``log.cleaner.backoff.ms`` (15 s): records older than retention.ms survive until the next
+    retention check however often the cleaner runs. (Retention used to run at the cleaner's pace,
+    so librdkafka's own 0059_bsearch, whose records are stamped in 1970, lost its partition's
+    records mid-test on LiteMQ: every 15 s instead of every 5 min.)"""
+    topic_configs = {"internal.segment.bytes": "2048", "retention.ms": "1000"}
+    # the control: with a 200 ms retention check the same records go at once
+    fast = fast_maintenance_broker.bootstrap_servers
+    _create(fast, "old-records", topic_configs)
+    _produce_1970(fast, "old-records", 100)
+    assert _wait_until(lambda: _watermarks(fast, "old-records") == (100, 100)), _watermarks(fast, "old-records")
+
+    overrides = {"log.retention.check.interval.ms": "3600000", "log.cleaner.backoff.ms": "200"}
+    with BrokerProcess(tmp_path / "data", overrides=overrides) as proc:
+        bs = proc.bootstrap_servers
+        _create(bs, "old-records", topic_configs)
+        _produce_1970(bs, "old-records", 100)
+        # the same broker's cleaner does run meanwhile: a compacted topic gets compacted
+        _create(bs, "cleaned", {"cleanup.policy": "compact", "internal.segment.bytes": "2048",
+                                "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+        _produce(bs, "cleaned", [(b"key-%d" % (i % 5), b"v" * 50) for i in range(200)]
+                 + [(b"tail-%d" % i, b"t") for i in range(40)])
+        assert _wait_until(lambda: len(_read_all(bs, "cleaned", 1)) < 120, 30), "compaction did not run"
+        assert _watermarks(bs, "old-records") == (0, 100)

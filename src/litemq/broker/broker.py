@@ -258,22 +258,32 @@ class BrokerRuntime:
             await asyncio.wait(tasks, timeout=limits.SHUTDOWN_TASKS_TIMEOUT_MS / 1000)
 
     async def _housekeeping(self) -> None:
-        """Retention, compaction and time-based flushes, off the event loop."""
+        """Retention every ``log.retention.check.interval.ms`` (Kafka's log-retention task; the
+        first check ``limits.LOG_RETENTION_INITIAL_DELAY_MS`` after start, or sooner when the
+        interval is shorter), compaction every ``log.cleaner.backoff.ms``, time-based flushes
+        with either; off the event loop."""
+        loop = self.loop
+        next_retention = loop.time() + min(limits.LOG_RETENTION_INITIAL_DELAY_MS,
+                                           self.config.log_retention_check_interval_ms) / 1000
         while True:
             # read every round: log.cleaner.backoff.ms is a dynamic broker config
-            await asyncio.sleep(max(0.05, min(self.config.log_retention_check_interval_ms,
-                                              self.config.log_cleaner_backoff_ms) / 1000))
+            await asyncio.sleep(max(0.05, min(next_retention - loop.time(),
+                                              self.config.log_cleaner_backoff_ms / 1000)))
+            retention = loop.time() >= next_retention
+            if retention:
+                next_retention = loop.time() + self.config.log_retention_check_interval_ms / 1000
             try:
-                await self.run_log_maintenance()
+                await self.run_log_maintenance(retention=retention)
             except Exception:  # keep the broker serving; the next round retries
                 log.exception("log maintenance failed")
 
-    async def run_log_maintenance(self) -> None:
-        """One round of retention and compaction over every hosted partition."""
+    async def run_log_maintenance(self, retention: bool = True) -> None:
+        """One round over every hosted partition: retention (when ``retention``), compaction
+        and due time-based flushes."""
         now_ms = int(time.time() * 1000)
         for p in list(self.replicas.partitions.values()):
             cfg = p.log.config
-            if cfg.delete and p.is_leader:  # a follower's log start follows its leader's
+            if retention and cfg.delete and p.is_leader:  # a follower's log start follows its leader's
                 deleted = await self.loop.run_in_executor(self.executor, partial(
                     p.log.enforce_retention, now_ms, high_watermark=p.high_watermark))
                 if deleted:
