@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# librdkafka's own test suite (its tests/0xxx broker tests) against LiteMQ: a 3-broker cluster
+# (the default) or one broker (--single). Not part of scripts/test.sh: building librdkafka takes
+# 1-4 minutes (once) and a run 5 (--quick) to 8 minutes. Results and the known differences:
+# docs/librdkafka-suite.md.
+#
+#   bash scripts/librdkafka-suite.sh [--single] [--quick] [--tests 0012,0081] [--keep]
+#
+# It downloads librdkafka's source (LIBRDKAFKA_VERSION, default 2.0.2: Debian bookworm's, from
+# deb.debian.org; LIBRDKAFKA_SRC_URL overrides the address), builds the library and the suite's
+# test-runner into .cache/ (once), starts the brokers with the suite's "default" scenario
+# (auto-created topics with 4 partitions and replication factor 3; an ACL authorizer that allows
+# everyone) and runs every test that needs a broker (-L) except sockem's (-E) and the ones
+# librdkafka marks as known issues (-K), two at a time. It exits 1 if a test fails that is not
+# in KNOWN_FAILURES below, with the reason each of those fails against LiteMQ.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+SINGLE=0 QUICK=0 TESTS_ARG="" KEEP=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --single) SINGLE=1 ;;
+    --quick) QUICK=1 ;;
+    --tests) TESTS_ARG="$2"; shift ;;
+    --keep) KEEP=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "unknown option: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Tests that fail against LiteMQ for a reason outside LiteMQ's broker (the suite's harness) or
+# because LiteMQ answers as Kafka 4 does where librdkafka 2.0.2's test expects an older Kafka.
+declare -A KNOWN_FAILURES=(
+  [0052_msg_timestamps]="the harness runs Kafka's kafka-topics.sh (KAFKA_PATH)"
+  [0077_compaction]="the harness runs Kafka's kafka-topics.sh (KAFKA_PATH)"
+  [0109_auto_create_topics]="the harness runs Kafka's shell tools (KAFKA_PATH)"
+  [0115_producer_auth]="the harness runs Kafka's kafka-acls.sh (KAFKA_PATH)"
+  [0119_consumer_auth]="the harness runs Kafka's kafka-acls.sh (KAFKA_PATH)"
+  [0092_mixed_msgver]="sets message.format.version, a topic config Kafka 4 removed (INVALID_CONFIG)"
+  [0129_fetch_aborted_msgs]="creates a topic with segment.bytes=20000, below Kafka 4's minimum of 1 MiB (INVALID_CONFIG)"
+  [0055_producer_latency]="may fail: it counts librdkafka's own broker-thread wake-ups (10..1000 expected for its linger.ms=0 case), which depend on the client's scheduling; one broker gave 8 in one run, with every latency in range (0.35-0.44 ms)"
+  ["<MAIN>"]="the runner's exit check: the failed tests above left their clients' threads running"
+)
+if [ "$SINGLE" = 1 ]; then
+  KNOWN_FAILURES[0103_transactions]="asks for replication factor 3 explicitly, more than the 1 broker (INVALID_REPLICATION_FACTOR)"
+  KNOWN_FAILURES[0081_admin]="AlterConfigs of the broker config sasl.kerberos.min.time.before.relogin: LiteMQ has no Kerberos (GSSAPI) and refuses its configs (INVALID_CONFIG), where Kafka stores every broker config it knows"
+else
+  KNOWN_FAILURES[0081_admin]="CreateTopics with timeout_ms=0: Kafka 4's controller expires the request (REQUEST_TIMED_OUT, nothing created), which librdkafka reports as success; the test expects ZooKeeper-era Kafka, which created the topics and validated their configs first"
+fi
+
+VERSION=${LIBRDKAFKA_VERSION:-2.0.2}
+URL=${LIBRDKAFKA_SRC_URL:-http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_${VERSION}.orig.tar.gz}
+CACHE="$ROOT/.cache/librdkafka-$VERSION"
+RUNNER="$CACHE/tests/test-runner"
+
+if [ ! -d .venv ] && [ -z "${VIRTUAL_ENV:-}" ]; then
+  bash scripts/setup.sh
+fi
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+fi
+
+if [ ! -x "$RUNNER" ]; then
+  echo "building librdkafka $VERSION and its test-runner in $CACHE (1-4 min) ..."
+  mkdir -p "$ROOT/.cache"
+  rm -rf "$CACHE"
+  tmp=$(mktemp -d)
+  curl -fsSL -o "$tmp/src.tgz" "$URL"
+  tar xzf "$tmp/src.tgz" -C "$tmp"
+  mv "$tmp/librdkafka-$VERSION" "$CACHE"
+  rm -rf "$tmp"
+  (cd "$CACHE" \
+    && ./configure --disable-ssl --disable-gssapi --disable-zstd --disable-curl --disable-sasl --disable-lz4-ext \
+         > "$CACHE/build-configure.txt" 2>&1 \
+    && make -j2 libs > "$CACHE/build-make.txt" 2>&1 \
+    && make -C tests build > "$CACHE/build-tests.txt" 2>&1) \
+    || { echo "build failed; see $CACHE/build-*.txt" >&2; exit 1; }
+fi
+
+WORK=$(mktemp -d -t librdkafka-suite-XXXXXX)
+BROKER_OPTS=(-o num.partitions=4 -o default.replication.factor=3
+             -o authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+             -o allow.everyone.if.no.acl.found=true
+             # The suite produces records stamped in 1970 (0059_bsearch and others); Kafka's time
+             # retention deletes them at its next check (every 5 min), which makes a test fail
+             # whenever a check falls inside it. One check an hour keeps a run deterministic.
+             -o log.retention.check.interval.ms=3600000)
+BASE_PORT=${LIBRDKAFKA_SUITE_PORT:-29092}
+stop_brokers() {
+  if [ "$SINGLE" = 1 ]; then
+    [ -n "${SINGLE_PID:-}" ] && kill "$SINGLE_PID" 2>/dev/null && wait "$SINGLE_PID" 2>/dev/null || true
+  else
+    litemq cluster stop --data-dir "$WORK/cluster" > /dev/null 2>&1 || true
+  fi
+  if [ "$KEEP" = 1 ]; then echo "broker data, logs and the suite's log kept in $WORK"; else rm -rf "$WORK"; fi
+}
+trap stop_brokers EXIT
+
+if [ "$SINGLE" = 1 ]; then
+  BROKER_OPTS=("${BROKER_OPTS[@]/default.replication.factor=3/default.replication.factor=1}")
+  litemq serve --data-dir "$WORK/single" --listen "127.0.0.1:$BASE_PORT" "${BROKER_OPTS[@]}" \
+    > "$WORK/broker.log" 2>&1 &
+  SINGLE_PID=$!
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$BASE_PORT") 2>/dev/null && break
+    sleep 0.1
+  done
+  BOOTSTRAP="127.0.0.1:$BASE_PORT"
+  TARGET="one broker"
+else
+  litemq cluster start -n 3 --base-port "$BASE_PORT" --http-base-port "$((BASE_PORT + 200))" \
+    --data-dir "$WORK/cluster" "${BROKER_OPTS[@]}" > "$WORK/cluster-start.out"
+  BOOTSTRAP="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
+  TARGET="a 3-broker cluster"
+fi
+printf 'metadata.broker.list=%s\ntest.timeout.multiplier=3\n' "$BOOTSTRAP" > "$WORK/test.conf"
+
+args=(-L -E -K -p2)
+SKIP=""
+if [ "$QUICK" = 1 ]; then
+  args+=(-Q)
+else
+  # Full mode only (--quick leaves this sub-test out): librdkafka 2.0's consumer destroy hangs
+  # for good after a subscribed topic is deleted (a toppar reference leaked since 2.0.0:
+  # confluentinc/librdkafka#4362, #4486), so 0113's h_delete_topic times out - against Kafka
+  # too - and the test-runner stops there without running the tests after it.
+  SKIP=0113_cooperative_rebalance
+fi
+echo "librdkafka $VERSION test suite against $TARGET ($BOOTSTRAP): test-runner ${args[*]}${TESTS_ARG:+, TESTS=$TESTS_ARG}${SKIP:+, TESTS_SKIP=$SKIP}"
+set +e
+(cd "$CACHE/tests" && RDKAFKA_TEST_CONF="$WORK/test.conf" TEST_KAFKA_VERSION=3.6.0 \
+   LD_LIBRARY_PATH="$CACHE/src:$CACHE/src-cpp" TESTS="$TESTS_ARG" TESTS_SKIP="$SKIP" ./test-runner "${args[@]}") \
+  > "$WORK/suite.log" 2>&1
+set -e
+
+# Outcomes from each test's own lines: the summary table at the end can miss rows when it is
+# printed while another test's output interleaves or the runner aborts.
+log=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/suite.log")
+passed=$( (grep -a -o -E 'Test [0-9]{4}_[A-Za-z0-9_.-]+ PASSED' <<< "$log" || true) | sort -u | wc -l)
+skipped=$( (grep -a -o -E '^\[[0-9]{4}_[A-Za-z0-9_.-]+ */ +[0-9.]+s\] WARN: SKIPPING TEST' <<< "$log" || true) \
+          | awk '{print $1}' | sort -u | wc -l)
+failed=$( (grep -a -o -E '^### Test "[^" (]+' <<< "$log" || true) | sed 's/^### Test "//' | sort -u)
+if [ "$passed" = 0 ] && [ -z "$failed" ]; then
+  echo "no test outcome in the suite's log:" >&2
+  tail -20 "$WORK/suite.log" >&2
+  KEEP=1
+  exit 1
+fi
+echo "passed $passed, skipped $skipped (local-only, sockem, known librdkafka issues, a broker version or TESTS_SKIP)"
+unexpected=0
+for name in $failed; do
+  if [ -n "${KNOWN_FAILURES[$name]:-}" ]; then
+    echo "failed as expected: $name - ${KNOWN_FAILURES[$name]}"
+  else
+    echo "FAILED: $name (see $WORK/suite.log)"
+    unexpected=1
+  fi
+done
+if [ "$unexpected" = 1 ]; then
+  KEEP=1
+  exit 1
+fi
+echo "no unexpected failure"
