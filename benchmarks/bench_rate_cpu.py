@@ -151,7 +151,7 @@ def run(rate: int, seconds: float, rf: int, py_spy: str | None = None, single: b
 
 
 def _measure(base: pathlib.Path, rate: int, seconds: float, rf: int, py_spy: str | None, single: bool,
-             topic_config: dict[str, str] | None, loop_counts: pathlib.Path | None, idempotent: bool = True) -> str:
+             topic_config: dict[str, str] | None, loop_counts: pathlib.Path | None, idempotent: bool) -> str:
     with (_Single(base) if single else LocalCluster(base, 3, http=True)) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         admin.create_topics([NewTopic("t", PARTITIONS, rf, config=topic_config or {})],

@@ -81,7 +81,9 @@ if [ ! -x "$RUNNER" ]; then
 fi
 
 WORK=$(mktemp -d -t librdkafka-suite-XXXXXX)
-BROKER_OPTS=(-o num.partitions=4 -o default.replication.factor=3
+RF=3
+[ "$SINGLE" = 1 ] && RF=1
+BROKER_OPTS=(-o num.partitions=4 -o "default.replication.factor=$RF"
              -o authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
              -o allow.everyone.if.no.acl.found=true
              # The suite produces records stamped in 1970 (0059_bsearch and others); Kafka's time
@@ -100,7 +102,6 @@ stop_brokers() {
 trap stop_brokers EXIT
 
 if [ "$SINGLE" = 1 ]; then
-  BROKER_OPTS=("${BROKER_OPTS[@]/default.replication.factor=3/default.replication.factor=1}")
   litemq serve --data-dir "$WORK/single" --listen "127.0.0.1:$BASE_PORT" "${BROKER_OPTS[@]}" \
     > "$WORK/broker.log" 2>&1 &
   SINGLE_PID=$!
