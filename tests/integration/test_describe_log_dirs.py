@@ -9,6 +9,7 @@ import random
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartitionReplica
 
 from litemq.testing.wire import WireClient
 
@@ -46,3 +47,33 @@ def test_describe_log_dirs_reports_each_hosted_partition_size(shared_broker):
         assert {p.partition_index for t in every.results[0].topics if t.name == topic for p in t.partitions} == {0, 1}
         none = w.request(35, 4, {"topics": [{"topic": "no-such-topic", "partitions": [0]}]})
         assert none.error_code == 0 and none.results[0].topics == [] and none.results[0].total_bytes > 0
+
+
+def test_alter_replica_log_dirs_to_the_one_log_dir_is_a_no_op(shared_broker):
+    """AlterReplicaLogDirs (34), KIP-113: a broker with one log dir answers a move of a replica it
+    hosts into that dir NONE (kafka-python's own suite asks this), another path LOG_DIR_NOT_FOUND,
+    and a partition it hosts no replica of REPLICA_NOT_AVAILABLE, as Kafka answers each; the
+    replica stays where it is."""
+    bs = shared_broker.bootstrap_servers
+    topic = f"logdirs-move-{random.randrange(1 << 30)}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    kadmin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        [broker] = kadmin.describe_log_dirs()
+        log_dir, node_id = broker["log_dirs"][0]["log_dir"], broker["broker"]
+        here = TopicPartitionReplica(topic, 0, node_id)
+        result = kadmin.alter_replica_log_dirs({here: log_dir})
+        assert result[here].errno == 0
+    finally:
+        kadmin.close()
+
+    with WireClient("127.0.0.1", shared_broker.port) as w:
+        for version in (1, 2):
+            res = w.request(34, version, {"dirs": [
+                {"path": log_dir, "topics": [{"name": topic, "partitions": [0, 5]},
+                                             {"name": "no-such-topic", "partitions": [0]}]},
+                {"path": "/no/such/dir", "topics": [{"name": topic, "partitions": [0]}]}]})
+            codes = sorted((r.topic_name, p.partition_index, p.error_code) for r in res.results for p in r.partitions)
+            assert codes == sorted([(topic, 0, 0), (topic, 5, 9), ("no-such-topic", 0, 9), (topic, 0, 57)]), version
+    assert (shared_broker.data_dir / f"{topic}-0").is_dir()

@@ -224,3 +224,5 @@ def synonyms(key: str, static: BrokerConfig, per_broker: dict[str, str], default
 
 _STOCK = BrokerConfig()
 """LiteMQ's defaults (what DEFAULT_CONFIG reports)."""
+STOCK_CONFIG = _STOCK
+"""The same, for the callers outside this module that tell a setting given at start from a default."""

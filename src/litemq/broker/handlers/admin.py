@@ -24,6 +24,7 @@ from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
+from litemq.broker.config_types import broker_config_type, topic_config_type
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
@@ -181,7 +182,7 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
         entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic
                         and broker_source == SOURCE_DEFAULT, "config_source": SOURCE_DYNAMIC_TOPIC if dynamic
                         else broker_source, "is_sensitive": False, "synonyms": found,
-                        "config_type": 0, "documentation": None})
+                        "config_type": topic_config_type(name), "documentation": None})
     return entries
 
 
@@ -207,7 +208,7 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
         return [{"name": k, "value": v, "read_only": False, "is_default": False,
                  "config_source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER, "is_sensitive": False,
                  "synonyms": [{"name": k, "value": v, "source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER}]
-                 if synonyms else [], "config_type": 0, "documentation": None}
+                 if synonyms else [], "config_type": broker_config_type(k), "documentation": None}
                 for k, v in sorted(default.items()) if keys is None or k in keys]
     if resource != str(cfg.node_id):
         raise KafkaError(f"Unexpected broker id, expected {cfg.node_id} or empty string, but received {resource}",
@@ -223,8 +224,32 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
                         "read_only": read_only, "is_default": source == SOURCE_DEFAULT, "config_source": source,
                         "is_sensitive": False,
                         "synonyms": dynamic_config.synonyms(key, static, per_broker, default) if synonyms else [],
-                        "config_type": 0, "documentation": None})
+                        "config_type": broker_config_type(name), "documentation": None})
+    entries += [e for e in _listener_entries(runtime, synonyms) if keys is None or e["name"] in keys]
+    entries.sort(key=lambda e: e["name"])
     return entries
+
+
+def _listener_entries(runtime, synonyms: bool) -> list[dict]:
+    """The read-only ``listeners`` and ``advertised.listeners`` entries of this broker: the
+    effective endpoints (``NAME://host:port``, bound ports filled in). STATIC_BROKER_CONFIG when
+    set at start (``listeners``/``--listen``, ``advertised.listeners``/``--advertise``), else
+    DEFAULT_CONFIG (Kafka: ``listeners`` defaults to ``PLAINTEXT://:9092``, and
+    ``advertised.listeners`` to the listeners)."""
+    static, stock = runtime.static_config, dynamic_config.STOCK_CONFIG
+    bound = ",".join(f"{s.name}://{s.host}:{runtime.ports.get(s.name, s.port)}" for s in runtime.listeners)
+    advertised = ",".join(f"{name}://{host}:{port}" for name, (host, port) in runtime.advertised_endpoints().items())
+    listeners_set = bool(static.listeners.strip()) or (static.listen_host, static.listen_port) != (
+        stock.listen_host, stock.listen_port)
+    advertised_set = bool(static.advertised_listeners.strip()) or bool(static.advertised_host or static.advertised_port)
+    out = []
+    for name, value, is_set in (("listeners", bound, listeners_set), ("advertised.listeners", advertised, advertised_set)):
+        source = SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT
+        out.append({"name": name, "value": value, "read_only": True, "is_default": not is_set,
+                    "config_source": source, "is_sensitive": False,
+                    "synonyms": [{"name": name, "value": value, "source": source}] if synonyms else [],
+                    "config_type": broker_config_type(name), "documentation": None})
+    return out
 
 
 async def _group_config_entries(runtime, group_id: str, keys, documentation: bool) -> list[dict]:
@@ -508,7 +533,7 @@ def handle_describe_log_dirs(ctx, req) -> dict:
     ``ReplicaManager.describeLogDirs``): the broker's one log directory (its data dir, absolute)
     with the replicas it hosts among those asked (``topics`` null = all): each one's size in
     bytes (its segments), its offset lag ``max(0, high watermark - log end offset)`` in Kafka
-    offsets, never a future log (AlterReplicaLogDirs is not served); v4 adds the volume's total
+    offsets, never a future log (one log dir: AlterReplicaLogDirs has nothing to move); v4 adds the volume's total
     and usable bytes (``statvfs``). Needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
     (the top-level error, v3+) and no directory, as Kafka answers."""
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
@@ -534,8 +559,39 @@ def handle_describe_log_dirs(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [result]}
 
 
+def handle_alter_replica_log_dirs(ctx, req) -> dict:
+    """AlterReplicaLogDirs (34) v0-2 (Kafka ``KafkaApis.handleAlterReplicaLogDirsRequest`` and
+    ``ReplicaManager.alterReplicaLogDirs``, KIP-113): move replicas between this broker's log
+    dirs. A LiteMQ broker has one log dir (its data dir), so every move there is already done:
+    per partition NONE when this broker hosts a replica of it and the path is its log dir (as
+    Kafka answers a move to the dir a replica is in), LOG_DIR_NOT_FOUND for a path that is no log
+    dir of this broker, REPLICA_NOT_AVAILABLE for a partition it hosts no replica of (Kafka's
+    answer to NotLeaderOrFollower there, an unknown topic included). Needs ALTER on the cluster,
+    else CLUSTER_AUTHORIZATION_FAILED for every partition."""
+    runtime = ctx.runtime
+    allowed = authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
+    log_dir = os.path.realpath(runtime.config.data_dir)
+    by_topic: dict[str, list[dict]] = {}
+    for d in req.dirs:
+        here = os.path.realpath(d.path) == log_dir
+        for t in d.topics:
+            for index in t.partitions:
+                if not allowed:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                elif not here:
+                    code = ErrorCode.LOG_DIR_NOT_FOUND
+                elif (t.name, index) not in runtime.replicas.partitions:
+                    code = ErrorCode.REPLICA_NOT_AVAILABLE
+                else:
+                    code = ErrorCode.NONE
+                by_topic.setdefault(t.name, []).append({"partition_index": index, "error_code": int(code)})
+    return {"throttle_time_ms": 0,
+            "results": [{"topic_name": name, "partitions": ps} for name, ps in by_topic.items()]}
+
+
 def register(runtime) -> None:
     runtime.register(35, handle_describe_log_dirs)
+    runtime.register(34, handle_alter_replica_log_dirs)
     if runtime.cluster is not None:  # group configs live with the group's coordinator
         runtime.cluster.rpc_ops["group_configs"] = lambda peer_id, req: runtime.coordinator.serve_group_configs_rpc(req)
     runtime.register(43, handle_elect_leaders)
