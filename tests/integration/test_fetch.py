@@ -112,6 +112,26 @@ def test_list_offsets_by_timestamp(shared_broker, topic):
         assert lookup(base + 10_000) == (-1, -1)
 
 
+def test_list_offsets_v10_takes_a_timeout_and_answers_as_v9(shared_broker, topic):
+    """ListOffsets v10 (Kafka 4.0, KIP-1075) adds the request's ``timeout_ms`` for lookups in
+    remote storage; with no remote storage it is answered at once, as v9. kafka-python infers a
+    broker's version from it (a broker without v10 is "3.9")."""
+    from kafka import KafkaConsumer
+
+    with WireClient("127.0.0.1", shared_broker.port) as c:
+        produce(c, topic, [(b"k", b"v", (), 1_700_000_000_000)])
+        for version, extra in ((9, {}), (10, {"timeout_ms": 30_000})):
+            resp = c.request(2, version, {"replica_id": -1, "isolation_level": 0, **extra, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                "timestamp": ts} for ts in (-2, -1, -3)]}]})
+            assert [(p.error_code, p.offset) for p in resp.topics[0].partitions] == [(0, 0), (0, 1), (0, 0)], version
+    consumer = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap_servers, api_version=None)
+    try:
+        assert consumer.config["api_version"] == (4, 0)
+    finally:
+        consumer.close()
+
+
 def test_offset_for_leader_epoch(shared_broker, topic):
     with WireClient("127.0.0.1", shared_broker.port) as c:
         produce(c, topic, [(b"k", b"v")] * 3)
