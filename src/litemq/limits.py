@@ -61,6 +61,11 @@ MAX_PARTITIONS_PER_TOPIC = 10_000
 MAX_TOPIC_NAME_CHARS = 249
 """Kafka's limit on topic name length."""
 
+DESCRIBE_TOPIC_PARTITIONS_MAX_PARTITIONS = 2000
+"""Most partitions one DescribeTopicPartitions response (KIP-966) describes, whatever its
+``ResponsePartitionLimit`` asks; the rest is left to the next page (``NextCursor``). Kafka's broker
+setting ``max.request.partition.size.limit`` and its default."""
+
 # --- raft (litemq.raft) ---
 RAFT_MAX_VOTERS = 64
 """Largest voter set of one Raft group (also bounds a decoded config entry)."""
@@ -122,10 +127,11 @@ ADMIN_RETRY_BACKOFF_MS = 100
 its leadership, is asked again after this long (or as soon as the known leader changes)."""
 
 METADATA_LEADER_REFRESH_WAIT_MS = 500
-"""A Metadata request that would report a partition without a leader, or names a topic this
-broker does not know, first asks the metadata leader for the current leaders and its commit
-index (an out-of-turn heartbeat) and catches up to it, waiting this long at most (a partition
-whose leader is really down is then reported LEADER_NOT_AVAILABLE)."""
+"""A Metadata (or DescribeTopicPartitions) request that would report a partition without a
+leader, or names a topic this broker does not know, first asks the metadata leader for the
+current leaders and its commit index (an out-of-turn heartbeat) and catches up to it, waiting
+this long at most (a partition whose leader is really down is then reported LEADER_NOT_AVAILABLE,
+or with leader -1 by DescribeTopicPartitions)."""
 CREATE_TOPIC_PROPAGATION_WAIT_MS = 2000
 """The metadata leader answers a topic creation (or new partitions) once every live broker
 reported, in its heartbeat, that it applied the record - at most this long after the commit -

@@ -512,6 +512,19 @@ ROWS: list[Row] = [
     Row("metadata_all", 3, 12, (Need(T, O.DESCRIBE, FILTERED),),
         lambda w, c: w.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}),
         listed=metadata_listed, setup=_topic),
+    # KIP-966: DESCRIBE on each topic, as Metadata (Kafka DescribeTopicPartitionsRequestHandler)
+    Row("describe_topic_partitions", 75, 0, (Need(T, O.DESCRIBE),),
+        lambda w, c: w.request(75, 0, {"topics": [{"name": c.topic}], "response_partition_limit": 10,
+                                       "cursor": None}),
+        metadata_topics, setup=_topic,
+        leak=lambda r, c: (not r.topics[0].partitions and r.topics[0].topic_id == uuid.UUID(int=0)
+                           and r.topics[0].topic_authorized_operations == -(2**31)) or pytest.fail("topic leaked"),
+        allowed=lambda r, c, b: (len(r.topics[0].partitions) == 1
+                                 and r.topics[0].topic_authorized_operations & (1 << int(O.DESCRIBE)))
+        or pytest.fail("not described")),
+    Row("describe_topic_partitions_all", 75, 0, (Need(T, O.DESCRIBE, FILTERED),),
+        lambda w, c: w.request(75, 0, {"topics": [], "response_partition_limit": 2000, "cursor": None}),
+        listed=metadata_listed, setup=_topic),
     Row("metadata_auto_create", 3, 12, (Need(T, O.DESCRIBE), Need(T, O.CREATE)),
         lambda w, c: w.request(3, 12, {"topics": [{"name": c.topic}], "allow_auto_topic_creation": True}),
         metadata_topics, state=lambda c: c.admin.partitions(c.topic),
@@ -689,6 +702,13 @@ ROWS: list[Row] = [
         top_code, setup=_topic, leak=lambda r, c: r.results == [] or pytest.fail("log dirs leaked"),
         allowed=lambda r, c, b: [(t.name, [p.partition_index for p in t.partitions]) for t in r.results[0].topics]
         == [(c.topic, [0])] or pytest.fail("not the asked partition")),
+    # KIP-113: ALTER on the cluster; refused: every partition (allowed: a path that is no log dir)
+    Row("alter_replica_log_dirs", 34, 2, (Need(C, O.ALTER),),
+        lambda w, c: w.request(34, 2, {"dirs": [{"path": "/no/such/log/dir",
+                                                 "topics": [{"name": c.topic, "partitions": [0]}]}]}),
+        lambda r, c: [p.error_code for t in r.results for p in t.partitions], setup=_topic,
+        allowed=lambda r, c, b: [p.error_code for t in r.results for p in t.partitions] == [E.LOG_DIR_NOT_FOUND]
+        or pytest.fail("not answered LOG_DIR_NOT_FOUND")),
     # KIP-631: ALTER on the cluster (one broker: any other id is not registered)
     Row("unregister_broker", 64, 0, (Need(C, O.ALTER),), lambda w, c: w.request(64, 0, {"broker_id": 99}),
         top_code, allowed=lambda r, c, b: r.error_code == E.BROKER_ID_NOT_REGISTERED

@@ -1,12 +1,14 @@
-"""ApiVersions (18), Metadata (3), DescribeCluster (60).
+"""ApiVersions (18), Metadata (3), DescribeCluster (60), DescribeTopicPartitions (75).
 
 Sources: Kafka message schemas ApiVersionsRequest/Response v0-4 (KIP-511),
-MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700); authorized
-operations (KIP-430) from :mod:`litemq.broker.authz`.
+MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700),
+DescribeTopicPartitionsRequest/Response v0 (KIP-966); authorized operations (KIP-430) from
+:mod:`litemq.broker.authz`.
 
 Authorization (Kafka ``KafkaApis.handleTopicMetadataRequest``): a listing of all topics shows
 only those the caller may DESCRIBE; a named topic the caller may not DESCRIBE, or may not
-CREATE when it would be auto-created, is TOPIC_AUTHORIZATION_FAILED (whether or not it exists).
+CREATE when it would be auto-created, is TOPIC_AUTHORIZATION_FAILED (whether or not it exists);
+DescribeTopicPartitions follows the same rule (DESCRIBE on each topic; it never creates one).
 DescribeCluster needs no ACL: as Kafka's ``AuthHelper.computeDescribeClusterResponse`` it always
 answers, and the cluster's authorized operations (DescribeCluster, Metadata v8-v10) are 0 for a
 caller without DESCRIBE on the cluster.
@@ -19,6 +21,7 @@ import inspect
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import CLUSTER_RESOURCE_NAME, authorize, authorized_names, authorized_operations
 from litemq import limits
+from litemq.cluster.metadata import validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 
 
@@ -26,11 +29,12 @@ def handle_api_versions(ctx, req) -> dict:
     return ctx.runtime.api_versions_body()
 
 
-def _cluster_partition_entries(runtime, info) -> list[dict]:
+def _cluster_partition_entries(runtime, info, indexes: range | None = None) -> list[dict]:
     cluster = runtime.cluster
     live = {n for n, _, _ in runtime.brokers()}
     out = []
-    for i, replicas in enumerate(info.assignments):
+    for i in range(len(info.assignments)) if indexes is None else indexes:
+        replicas = info.assignments[i]
         leader, epoch = cluster.leader_of(info.name, i)
         p = runtime.replicas.get(info.name, i)
         if p is not None and p.is_leader:
@@ -49,12 +53,14 @@ def _cluster_partition_entries(runtime, info) -> list[dict]:
     return out
 
 
-def _partition_entries(runtime, name: str, count: int) -> list[dict]:
+def _partition_entries(runtime, name: str, count: int, indexes: range | None = None) -> list[dict]:
+    """Metadata's partition entries of topic ``name`` (``count`` partitions): every partition,
+    or those of ``indexes`` (each in ``[0, count)``)."""
     if runtime.cluster is not None:
-        return _cluster_partition_entries(runtime, runtime.metadata.topics[name])
+        return _cluster_partition_entries(runtime, runtime.metadata.topics[name], indexes)
     node = runtime.config.node_id
     out = []
-    for i in range(count):
+    for i in range(count) if indexes is None else indexes:
         p = runtime.replicas.get(name, i)
         out.append({
             "error_code": ErrorCode.NONE if p is not None else ErrorCode.LEADER_NOT_AVAILABLE,
@@ -227,7 +233,123 @@ def handle_describe_cluster(ctx, req) -> dict:
     }
 
 
+def handle_describe_topic_partitions(ctx, req):
+    """DescribeTopicPartitions v0 (KIP-966; message schema DescribeTopicPartitionsRequest/Response
+    v0, Kafka 3.8+): Metadata's topic and partition entries, paged by partition count.
+
+    Request: ``topics`` (names; empty: every topic the caller may DESCRIBE), ``response_partition_limit``
+    (capped at ``limits.DESCRIBE_TOPIC_PARTITIONS_MAX_PARTITIONS``, Kafka's
+    ``max.request.partition.size.limit``), ``cursor`` (None, or ``topic_name`` + ``partition_index``
+    to start from). Response: ``topics`` sorted by name, from the cursor's topic on (which starts
+    at the cursor's partition index, every later topic at 0), each ``{error_code, name, topic_id,
+    is_internal, partitions, topic_authorized_operations}`` with partitions ``{error_code,
+    partition_index, leader_id, leader_epoch, replica_nodes, isr_nodes, eligible_leader_replicas,
+    last_known_elr, offline_replicas}``; ``next_cursor`` names the first partition left out once
+    the limit is reached (a topic left out whole: its partition 0), else None.
+
+    As Kafka 4's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache.describeTopicResponse``:
+
+    - a cursor whose topic is not among the named topics: INVALID_REQUEST for every named topic
+      and nothing else (Kafka's InvalidRequestException "topic list should contain the cursor
+      topic", answered by ``DescribeTopicPartitionsRequest.getErrorResponse``);
+    - a named topic the caller may not DESCRIBE: TOPIC_AUTHORIZATION_FAILED, with no id, after the
+      others (whether it exists is not disclosed); a listing of all topics leaves such topics out;
+    - a named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for
+      an illegal name), no partitions; it takes nothing of the limit, but once the limit is taken
+      the next cursor may name it (partition 0), as any topic that was not reached;
+    - a cursor past a topic's last partition gives that topic with no partitions; a negative
+      limit gives no topic and no cursor; a limit of 0 only the cursor (Kafka does the same);
+    - a partition's error code is always NONE (Kafka sets none here, unlike Metadata's
+      LEADER_NOT_AVAILABLE): a partition without a live leader has ``leader_id`` -1;
+    - eligible leader replicas and last known ELR (KIP-966) are empty lists: a LiteMQ partition is
+      a Raft group, whose leader is elected among its voters, so it has no ELR;
+    - ``topic_authorized_operations`` is always filled (KIP-430 bitfield; Kafka's request has no
+      flag for it), INT32_MIN on a TOPIC_AUTHORIZATION_FAILED entry.
+
+    In a cluster, an answer with an unknown topic or a leaderless partition is made again after
+    catching up with the metadata leader, as Metadata does (``limits.METADATA_LEADER_REFRESH_WAIT_MS``).
+    """
+    runtime = ctx.runtime
+    body = _describe_topic_partitions(ctx, req)
+    if runtime.cluster is not None and _describe_needs_refresh(body):
+        return _describe_topic_partitions_after_refresh(ctx, req)
+    return body
+
+
+async def _describe_topic_partitions_after_refresh(ctx, req) -> dict:
+    await ctx.runtime.cluster.refresh_leaders(limits.METADATA_LEADER_REFRESH_WAIT_MS / 1000)
+    return _describe_topic_partitions(ctx, req)
+
+
+def _describe_needs_refresh(body: dict) -> bool:
+    return any(t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+               or any(p["leader_id"] < 0 for p in t["partitions"]) for t in body["topics"])
+
+
+def _describe_topic_partitions(ctx, req) -> dict:
+    runtime = ctx.runtime
+    meta = runtime.metadata
+    cursor = req.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    list_all = not req.topics
+    if list_all:
+        names = {n for n in meta.topics if n >= cursor_topic}
+    else:
+        names = {t.name for t in req.topics if t.name >= cursor_topic}
+        if cursor is not None and cursor_topic not in names:
+            return {"throttle_time_ms": 0, "next_cursor": None,
+                    "topics": [{"error_code": ErrorCode.INVALID_REQUEST, "name": t.name, "is_internal": False,
+                                "partitions": []} for t in req.topics]}
+    allowed = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    remaining = min(limits.DESCRIBE_TOPIC_PARTITIONS_MAX_PARTITIONS, req.response_partition_limit)
+    topics_out: list[dict] = []
+    next_cursor = None
+    for name in sorted(allowed):
+        if remaining == 0:  # the previous topics took the whole limit: this one starts the next page
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        if remaining < 0:  # a negative limit (Kafka: nothing is described, and no cursor)
+            continue
+        info = meta.topics.get(name)
+        if info is None:
+            if not list_all:
+                topics_out.append(_unknown_topic_entry(name))
+            continue
+        count = len(info.assignments) if runtime.cluster is not None else info.num_partitions
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        end = min(count, start + remaining)
+        partitions = [_describe_partition_entry(p) for p in
+                      _partition_entries(runtime, name, count, range(max(start, 0), max(end, 0)))]
+        topics_out.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
+                           "is_internal": info.internal, "partitions": partitions})
+        if end < count:
+            next_cursor = {"topic_name": name, "partition_index": end}
+            break
+        remaining -= len(partitions)
+    for t in topics_out:
+        t["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, t["name"])
+    if not list_all:
+        topics_out += [{"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "is_internal": False,
+                        "partitions": []} for name in sorted(names - allowed)]
+    return {"throttle_time_ms": 0, "topics": topics_out, "next_cursor": next_cursor}
+
+
+def _unknown_topic_entry(name: str) -> dict:
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaError as exc:
+        code = exc.code
+    return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+
+
+def _describe_partition_entry(entry: dict) -> dict:
+    """A Metadata partition entry as DescribeTopicPartitions answers it (no error code, no ELR)."""
+    return {**entry, "error_code": ErrorCode.NONE, "eligible_leader_replicas": [], "last_known_elr": []}
+
+
 def register(runtime) -> None:
     runtime.register(18, handle_api_versions)
     runtime.register(3, handle_metadata)
     runtime.register(60, handle_describe_cluster)
+    runtime.register(75, handle_describe_topic_partitions)
