@@ -2,7 +2,8 @@
 topic the same way - replicas and ISR of all three brokers, the leader the brokers claim, a
 leader epoch >= 0, no offline replica, no ELR - also through kafka-python's
 ``describe_topic_partitions``; once a broker is killed and fenced, it is an offline replica, out
-of the ISR, and no partition names it leader."""
+of the ISR, and no partition names it leader, and DescribeCluster v2 lists it as fenced when
+asked to include fenced brokers (KIP-1073)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,15 @@ def test_rf3_topic_on_every_broker(tmp_path):
             return all(p.offline_replicas == [3] and 3 not in p.isr_nodes and p.leader_id in (1, 2)
                        and sorted(p.replica_nodes) == [1, 2, 3] for p in t.partitions)
         wait_for(fenced, 20, "broker 1 does not describe broker 3 as offline")
+
+        # DescribeCluster v2 (KIP-1073): the fenced broker only when asked for, marked fenced
+        def cluster_brokers(version: int, include_fenced: bool) -> list[tuple[int, bool]]:
+            body = {"include_cluster_authorized_operations": False, "endpoint_type": 1,
+                    "include_fenced_brokers": include_fenced}
+            with WireClient("127.0.0.1", cluster.node(1).port) as w:
+                r = w.request(60, version, body)
+            assert r.error_code == E.NONE
+            return [(b.broker_id, getattr(b, "is_fenced", False)) for b in r.brokers]
+        assert cluster_brokers(2, True) == [(1, False), (2, False), (3, True)]
+        assert cluster_brokers(2, False) == [(1, False), (2, False)]
+        assert cluster_brokers(1, False) == [(1, False), (2, False)]

@@ -868,6 +868,17 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                 out.append((n, *ep))
         return out
 
+    def fenced_broker_endpoints(self, listener_name: str | None = None) -> list[tuple[int, str, int]]:
+        """(node id, host, port) on ``listener_name`` of every registered broker that is not live
+        (Kafka: fenced by its controller; DescribeCluster v2 with IncludeFencedBrokers, KIP-1073)."""
+        live = self.live_brokers | {self.node_id}
+        out = []
+        for n in sorted(set(self.image.brokers) - live):
+            ep = self.image.brokers[n].endpoint(listener_name)
+            if ep is not None:
+                out.append((n, *ep))
+        return out
+
     def controller_id(self) -> int:
         """The ``controller_id`` of Metadata and DescribeCluster answers: the metadata leader
         when the same answer lists it (live and registered), else this broker. Never -1 and

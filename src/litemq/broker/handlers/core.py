@@ -1,7 +1,8 @@
 """ApiVersions (18), Metadata (3), DescribeCluster (60), DescribeTopicPartitions (75).
 
 Sources: Kafka message schemas ApiVersionsRequest/Response v0-4 (KIP-511),
-MetadataRequest/Response v0-12, DescribeClusterRequest/Response v0-1 (KIP-700),
+MetadataRequest/Response v0-13 (v13: the top-level error code of KIP-1102, always NONE here),
+DescribeClusterRequest/Response v0-2 (KIP-700, KIP-1073),
 DescribeTopicPartitionsRequest/Response v0 (KIP-966); authorized operations (KIP-430) from
 :mod:`litemq.broker.authz`.
 
@@ -219,7 +220,17 @@ def cluster_authorized_operations(ctx, requested: bool) -> int:
 
 
 def handle_describe_cluster(ctx, req) -> dict:
+    """DescribeCluster v0-2 (KIP-700; v2, KIP-1073: ``include_fenced_brokers`` adds the registered
+    brokers that are not live, with ``is_fenced`` true, as Kafka lists the brokers its controller
+    fenced; every other broker has ``is_fenced`` false)."""
     runtime = ctx.runtime
+    listener = ctx.connection.listener_name
+    brokers = [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n), "is_fenced": False}
+               for n, h, p in runtime.brokers(listener)]
+    if ctx.version >= 2 and req.include_fenced_brokers and runtime.cluster is not None:
+        brokers += [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n), "is_fenced": True}
+                    for n, h, p in runtime.cluster.fenced_broker_endpoints(listener)]
+        brokers.sort(key=lambda b: b["broker_id"])
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -227,8 +238,7 @@ def handle_describe_cluster(ctx, req) -> dict:
         "endpoint_type": 1,
         "cluster_id": runtime.metadata.cluster_id,
         "controller_id": runtime.controller_id(),
-        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n)}
-                    for n, h, p in runtime.brokers(ctx.connection.listener_name)],
+        "brokers": brokers,
         "cluster_authorized_operations": cluster_authorized_operations(ctx, req.include_cluster_authorized_operations),
     }
 

@@ -286,7 +286,8 @@ def handle_list_groups(ctx, req) -> dict:
 
 def _describe(ctx, group_id: str, include_ops: bool) -> dict:
     ops = authorized_operations(ctx, ResourceType.GROUP, group_id, include_ops)
-    out = {"error_code": E.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
+    out = {"error_code": E.NONE, "error_message": None, "group_id": group_id, "group_state": GroupState.DEAD.value,
+           "protocol_type": "",
            "protocol_data": "", "members": [], "authorized_operations": ops}
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, group_state="", authorized_operations=INT32_MIN)
@@ -296,6 +297,8 @@ def _describe(ctx, group_id: str, include_ops: bool) -> dict:
         out.update(error_code=err, group_state="")
         return out
     if g is None:
+        if ctx.version >= 6:  # KIP-1043: an unknown group is an error from v6 on (Dead before)
+            out.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.")
         return out
     if isinstance(g, ConsumerGroup):
         # A KIP-848 group through the classic API: members with their current assignment as a
@@ -493,7 +496,7 @@ def register(runtime) -> None:
     runtime.register(12, handle_heartbeat, 0, 4)
     runtime.register(13, handle_leave_group, 0, 5)
     runtime.register(14, handle_sync_group, 0, 5)
-    runtime.register(15, handle_describe_groups, 0, 5)
+    runtime.register(15, handle_describe_groups, 0, 6)
     runtime.register(16, handle_list_groups, 0, 5)
     runtime.register(8, handle_offset_commit, 0, 9)
     runtime.register(9, handle_offset_fetch, 0, 9)
