@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kafka-python's own integration tests (its test/integration, the suite it runs against real
 # Kafka brokers) against LiteMQ: one broker (the default) or a 3-broker cluster (--cluster).
-# Not part of scripts/test.sh (a run takes 20-60 s, plus a download once). Results and the known
-# differences: docs/kafka-python-suite.md.
+# A run takes 20-30 s (plus a download once); scripts/test.sh runs both targets through
+# tests/cluster/test_kafka_python_suite.py. Results and the known differences:
+# docs/kafka-python-suite.md.
 #
 #   bash scripts/kafka-python-suite.sh [--cluster] [--keep] [-- PYTEST_ARGS...]
 #
@@ -17,8 +18,9 @@
 # replication factor 3: the suite's fixture asks for replication factor 1, and its copy in
 # .cache/ is made to ask for KAFKA_REPLICAS (3) instead. test_ssl_integration.py is left out:
 # it starts its own TLS broker from Kafka's config templates, which are not in the source
-# distribution (LiteMQ's TLS is tested by tests/integration/test_tls*.py). The script exits 1
-# if a test fails that is not in KNOWN_FAILURES below, with the reason each of those fails.
+# distribution (LiteMQ's TLS is tested by tests/security/test_tls*.py). A test that fails
+# and is not in KNOWN_FAILURES below (each with the reason it fails) is run once more on its
+# own; the script exits 1 if it fails again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
     --cluster) CLUSTER=1 ;;
     --keep) KEEP=1 ;;
     --) shift; PYTEST_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown option: $1" >&2; exit 2 ;;
   esac
   shift
