@@ -55,6 +55,12 @@ def test_describe_quorum_from_the_leader_and_elsewhere(tmp_path):
         statuses = cluster.statuses()
         dirs = {n: uuid.UUID(bytes=base64.urlsafe_b64decode(st["directory_id"] + "==")) for n, st in statuses.items()}
         with _wire(cluster, leader) as w:
+            # A leader knows a follower's log end offset once the follower answered one of its
+            # appends (-1 until then, as Kafka's): right after an election that may not be yet.
+            def every_voter_heard_from():
+                part = w.request(55, 2, QUORUM).topics[0].partitions[0]
+                return all(v.log_end_offset > 0 for v in part.current_voters)
+            wait_for(every_voter_heard_from, 15, "the leader never learned every voter's log end offset")
             resp = w.request(55, 2, QUORUM)
             meta = cluster.status(leader)["metadata"]
             assert resp.error_code == 0
