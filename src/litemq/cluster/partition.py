@@ -59,6 +59,14 @@ class ReplicatedPartition(Partition):
         return g is not None and g.node.is_leader and not g.failed
 
     @property
+    def leader_ready(self) -> bool:
+        """Leader, and everything before this term committed (Raft thesis §3.6.2: a new leader
+        learns the commit index only by committing an entry of its own term): its high watermark
+        then covers every record an earlier leader acknowledged, so a coordinator may load its
+        state from it (the moment ``on_leader(True)`` is announced)."""
+        return self.is_leader and self._announced
+
+    @property
     def is_follower(self) -> bool:
         """A replica of a working Raft group that is not its leader: it serves consumer fetches
         (FetchRequest v11+, KIP-392) up to the high watermark it learned from its leader (the

@@ -560,11 +560,21 @@ class ShareCoordinator:
 
     def _local_state(self, index: int) -> dict[ShareStateKey, ShareSnapshot] | None:
         """The latest snapshot of every key of state partition ``index`` when this broker leads
-        it (replayed on first use and after a leader epoch change), else None."""
+        it (replayed on first use and after a leader epoch change), else None.
+
+        Raises:
+            KafkaError(COORDINATOR_LOAD_IN_PROGRESS): this broker leads the partition but its
+                high watermark does not yet cover every record of earlier leaders (a new Raft
+                leader before its term's first entry commits): a replay then would miss the
+                latest acknowledged snapshots, and the share-partition would hand out accepted
+                records again."""
         p = self.host.partition(SHARE_STATE_TOPIC, index)
         if p is None or not p.is_leader:
             self._state_cache.pop(index, None)
             return None
+        if not p.leader_ready:
+            raise KafkaError(f"{SHARE_STATE_TOPIC}-{index}: the new leader is still committing its term",
+                             E.COORDINATOR_LOAD_IN_PROGRESS)
         cached = self._state_cache.get(index)
         if cached is not None and cached[0] == p.leader_epoch:
             return cached[1]
@@ -579,7 +589,10 @@ class ShareCoordinator:
             index = self._state_partition(key)
         except KafkaError as exc:
             return exc.code, None
-        state = self._local_state(index)
+        try:
+            state = self._local_state(index)
+        except KafkaError as exc:
+            return exc.code, None
         if state is not None:
             return E.NONE, state.get(key)
         leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
@@ -600,7 +613,10 @@ class ShareCoordinator:
             index = self._state_partition(key)
         except KafkaError as exc:
             return exc.code
-        state = self._local_state(index)
+        try:
+            state = self._local_state(index)
+        except KafkaError as exc:
+            return exc.code
         if state is not None:
             return await self._append_state(index, state, key, snapshot)
         leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
@@ -641,6 +657,8 @@ class ShareCoordinator:
             value = req.get("value")
             snap = None if value is None else decode_value(bytes.fromhex(value))
             return {"error": await self._append_state(index, state, key, snap)}
+        except KafkaError as exc:  # COORDINATOR_LOAD_IN_PROGRESS: asked again later
+            return {"error": exc.code}
         except (KeyError, TypeError, ValueError, FormatError) as exc:
             return {"error": E.INVALID_REQUEST, "message": f"bad share_state request: {exc}"}
 

@@ -59,6 +59,11 @@ class Partition:
     is_follower = False
     """A follower replica that serves consumer fetches (KIP-392); ReplicatedPartition overrides this."""
 
+    leader_ready = True
+    """This replica leads and every record written before its leadership began is below the high
+    watermark, so a coordinator may load its state from it (a single broker: always;
+    ReplicatedPartition: once its Raft term's first entry is committed)."""
+
     def in_sync_follower_log_ends(self) -> dict[int, int]:
         """As the leader: node id -> log end offset (log offsets) of each in-sync follower, the
         candidates for a consumer's preferred read replica (KIP-392). None on a single broker."""
