@@ -50,10 +50,7 @@ fi
 if [ ! -d .venv ] && [ -z "${VIRTUAL_ENV:-}" ]; then
   bash scripts/setup.sh
 fi
-if [ -z "${VIRTUAL_ENV:-}" ]; then
-  # shellcheck disable=SC1091
-  . .venv/bin/activate
-fi
+. scripts/activate.sh
 
 VERSION=$(sed -n 's/^ *"kafka-python==\([^"]*\)".*/\1/p' pyproject.toml)
 [ -n "$VERSION" ] || { echo "no kafka-python pin in pyproject.toml" >&2; exit 1; }
@@ -109,14 +106,6 @@ BROKER_OPTS=(-o num.partitions=4 -o "default.replication.factor=$RF"
              -o authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
              -o allow.everyone.if.no.acl.found=true)
 PORT=${KAFKA_PYTHON_SUITE_PORT:-29392}
-stop_brokers() {
-  if [ "$CLUSTER" = 1 ]; then
-    litemq cluster stop --data-dir "$WORK/cluster" > /dev/null 2>&1 || true
-  else
-    [ -n "${SINGLE_PID:-}" ] && kill "$SINGLE_PID" 2>/dev/null && wait "$SINGLE_PID" 2>/dev/null || true
-  fi
-  if [ "$KEEP" = 1 ]; then echo "broker data, logs and the suite's log kept in $WORK"; else rm -rf "$WORK"; fi
-}
 trap stop_brokers EXIT
 
 if [ "$CLUSTER" = 1 ]; then

@@ -60,10 +60,7 @@ RUNNER="$CACHE/tests/test-runner"
 if [ ! -d .venv ] && [ -z "${VIRTUAL_ENV:-}" ]; then
   bash scripts/setup.sh
 fi
-if [ -z "${VIRTUAL_ENV:-}" ]; then
-  # shellcheck disable=SC1091
-  . .venv/bin/activate
-fi
+. scripts/activate.sh
 
 if [ ! -x "$RUNNER" ]; then
   echo "building librdkafka $VERSION and its test-runner in $CACHE (1-4 min) ..."
@@ -93,14 +90,6 @@ BROKER_OPTS=(-o num.partitions=4 -o "default.replication.factor=$RF"
              # whenever a check falls inside it. One check an hour keeps a run deterministic.
              -o log.retention.check.interval.ms=3600000)
 BASE_PORT=${LIBRDKAFKA_SUITE_PORT:-29092}
-stop_brokers() {
-  if [ "$SINGLE" = 1 ]; then
-    [ -n "${SINGLE_PID:-}" ] && kill "$SINGLE_PID" 2>/dev/null && wait "$SINGLE_PID" 2>/dev/null || true
-  else
-    litemq cluster stop --data-dir "$WORK/cluster" > /dev/null 2>&1 || true
-  fi
-  if [ "$KEEP" = 1 ]; then echo "broker data, logs and the suite's log kept in $WORK"; else rm -rf "$WORK"; fi
-}
 trap stop_brokers EXIT
 
 if [ "$SINGLE" = 1 ]; then

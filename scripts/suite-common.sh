@@ -1,5 +1,5 @@
 # Shared by scripts/librdkafka-suite.sh and scripts/kafka-python-suite.sh (sourced, not run):
-# waiting for a broker's port, and judging a client suite's failures against the script's
+# stopping the brokers, waiting for a broker's port, and judging a client suite's failures against the script's
 # KNOWN_FAILURES (an associative array: test name -> why it fails against LiteMQ).
 
 # wait_for_port PORT: until 127.0.0.1:PORT accepts a connection, at most 10 s.
@@ -30,4 +30,15 @@ judge_failures() {
     exit 1
   fi
   echo "no unexpected failure"
+}
+
+# stop_brokers: the EXIT trap of a suite script. Stops the one broker it started (SINGLE_PID) or
+# else its cluster in $WORK/cluster, then removes $WORK unless KEEP=1.
+stop_brokers() {
+  if [ -n "${SINGLE_PID:-}" ]; then
+    kill "$SINGLE_PID" 2>/dev/null && wait "$SINGLE_PID" 2>/dev/null || true
+  else
+    litemq cluster stop --data-dir "$WORK/cluster" > /dev/null 2>&1 || true
+  fi
+  if [ "$KEEP" = 1 ]; then echo "broker data, logs and the suite's log kept in $WORK"; else rm -rf "$WORK"; fi
 }

@@ -185,9 +185,15 @@ def source_of(key: str, static: BrokerConfig, per_broker: dict[str, str], defaul
     if key in default:
         return SOURCE_DYNAMIC_DEFAULT_BROKER
     attr = key.replace(".", "_")
-    if hasattr(static, attr) and getattr(static, attr) != getattr(_STOCK, attr):
+    if hasattr(static, attr) and given_at_start(static, attr):
         return SOURCE_STATIC_BROKER
     return SOURCE_DEFAULT
+
+
+def given_at_start(static: BrokerConfig, *attrs: str) -> bool:
+    """True when any of the :class:`BrokerConfig` attributes ``attrs`` differs from LiteMQ's
+    default in ``static`` (the settings as given at start): a STATIC_BROKER_CONFIG."""
+    return any(getattr(static, a) != getattr(_STOCK, a) for a in attrs)
 
 
 def value_of(key: str, cfg: BrokerConfig, per_broker: dict[str, str], default: dict[str, str]) -> str | None:
@@ -224,5 +230,3 @@ def synonyms(key: str, static: BrokerConfig, per_broker: dict[str, str], default
 
 _STOCK = BrokerConfig()
 """LiteMQ's defaults (what DEFAULT_CONFIG reports)."""
-STOCK_CONFIG = _STOCK
-"""The same, for the callers outside this module that tell a setting given at start from a default."""

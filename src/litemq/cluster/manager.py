@@ -856,25 +856,25 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         """(node id, host, port) of every live broker on ``listener_name`` (each broker's default
         listener when None); brokers that do not advertise that listener are left out, as Kafka
         leaves them out of a Metadata response."""
+        return self._broker_endpoints(self.live_brokers | {self.node_id}, listener_name)
+
+    def fenced_broker_endpoints(self, listener_name: str | None = None) -> list[tuple[int, str, int]]:
+        """(node id, host, port) on ``listener_name`` of every registered broker that is not live
+        (Kafka: fenced by its controller; DescribeCluster v2 with IncludeFencedBrokers, KIP-1073)."""
+        return self._broker_endpoints(set(self.image.brokers) - self.live_brokers - {self.node_id}, listener_name)
+
+    def _broker_endpoints(self, node_ids, listener_name: str | None) -> list[tuple[int, str, int]]:
+        """(node id, host, port) on ``listener_name`` of each of ``node_ids``, by id: this broker's
+        own advertised endpoint, the others' from their registrations; a broker without that
+        listener (or registration) is left out."""
         out = []
-        for n in sorted(self.live_brokers | {self.node_id}):
+        for n in sorted(node_ids):
             b = self.image.brokers.get(n)
             if n == self.node_id:
                 ep = self.host.advertised_endpoints().get(listener_name) if listener_name else \
                     self.host.advertised()
             else:
                 ep = b.endpoint(listener_name) if b is not None else None
-            if ep is not None:
-                out.append((n, *ep))
-        return out
-
-    def fenced_broker_endpoints(self, listener_name: str | None = None) -> list[tuple[int, str, int]]:
-        """(node id, host, port) on ``listener_name`` of every registered broker that is not live
-        (Kafka: fenced by its controller; DescribeCluster v2 with IncludeFencedBrokers, KIP-1073)."""
-        live = self.live_brokers | {self.node_id}
-        out = []
-        for n in sorted(set(self.image.brokers) - live):
-            ep = self.image.brokers[n].endpoint(listener_name)
             if ep is not None:
                 out.append((n, *ep))
         return out

@@ -236,12 +236,11 @@ def _listener_entries(runtime, synonyms: bool) -> list[dict]:
     set at start (``listeners``/``--listen``, ``advertised.listeners``/``--advertise``), else
     DEFAULT_CONFIG (Kafka: ``listeners`` defaults to ``PLAINTEXT://:9092``, and
     ``advertised.listeners`` to the listeners)."""
-    static, stock = runtime.static_config, dynamic_config.STOCK_CONFIG
+    static = runtime.static_config
     bound = ",".join(f"{s.name}://{s.host}:{runtime.ports.get(s.name, s.port)}" for s in runtime.listeners)
     advertised = ",".join(f"{name}://{host}:{port}" for name, (host, port) in runtime.advertised_endpoints().items())
-    listeners_set = bool(static.listeners.strip()) or (static.listen_host, static.listen_port) != (
-        stock.listen_host, stock.listen_port)
-    advertised_set = bool(static.advertised_listeners.strip()) or bool(static.advertised_host or static.advertised_port)
+    listeners_set = dynamic_config.given_at_start(static, "listeners", "listen_host", "listen_port")
+    advertised_set = dynamic_config.given_at_start(static, "advertised_listeners", "advertised_host", "advertised_port")
     out = []
     for name, value, is_set in (("listeners", bound, listeners_set), ("advertised.listeners", advertised, advertised_set)):
         source = SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT

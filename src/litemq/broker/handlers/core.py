@@ -225,12 +225,11 @@ def handle_describe_cluster(ctx, req) -> dict:
     fenced; every other broker has ``is_fenced`` false)."""
     runtime = ctx.runtime
     listener = ctx.connection.listener_name
-    brokers = [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n), "is_fenced": False}
-               for n, h, p in runtime.brokers(listener)]
+    found = [(*ep, False) for ep in runtime.brokers(listener)]
     if ctx.version >= 2 and req.include_fenced_brokers and runtime.cluster is not None:
-        brokers += [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n), "is_fenced": True}
-                    for n, h, p in runtime.cluster.fenced_broker_endpoints(listener)]
-        brokers.sort(key=lambda b: b["broker_id"])
+        found = sorted(found + [(*ep, True) for ep in runtime.cluster.fenced_broker_endpoints(listener)])
+    brokers = [{"broker_id": n, "host": h, "port": p, "rack": runtime.rack_of(n), "is_fenced": fenced}
+               for n, h, p, fenced in found]
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
