@@ -16,6 +16,7 @@ from kafka.admin import KafkaAdminClient
 from litemq.protocol.errors import ErrorCode as E
 from litemq.testing.cluster import LocalCluster, wait_for
 from litemq.testing.wire import WireClient
+from tests.integration.admin_helpers import describe_topic_partition_pages
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,13 +62,8 @@ def test_rf3_topic_on_every_broker(tmp_path):
 
         kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
         try:
-            pages, cursor = [], None
-            while True:  # a partition a page, through whichever broker kafka-python picks
-                r = kadmin.describe_topic_partitions([TOPIC], response_partition_limit=1, cursor=cursor)
-                pages.append(r)
-                cursor = r["next_cursor"]
-                if cursor is None:
-                    break
+            # a partition a page, through whichever broker kafka-python picks
+            pages = describe_topic_partition_pages(kadmin, [TOPIC], 1)
             assert [p["partition_index"] for r in pages for t in r["topics"] for p in t["partitions"]] == [0, 1, 2]
             assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for r in pages for t in r["topics"]
                        for p in t["partitions"])

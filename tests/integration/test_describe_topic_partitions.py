@@ -18,7 +18,7 @@ from litemq import limits
 from litemq.protocol.errors import ErrorCode as E
 from litemq.security.acl_operations import AclOperation
 from litemq.testing.wire import WireClient
-from tests.integration.admin_helpers import unique_name
+from tests.integration.admin_helpers import describe_topic_partition_pages, unique_name
 
 TOPIC_OPS = ("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS")
 """What a caller may do on a topic with no authorizer (KIP-430: every operation of the type)."""
@@ -40,18 +40,6 @@ def _create(admin: KafkaAdminClient, *topics: tuple[str, int]) -> None:
 def _raw(broker, body: dict):
     with WireClient("127.0.0.1", broker.port) as w:
         return w.request(75, 0, {"topics": [], "response_partition_limit": 2000, "cursor": None, **body})
-
-
-def _pages(admin: KafkaAdminClient, topics: list[str], limit: int) -> list[dict]:
-    """Every page of a describe of ``topics``, following ``next_cursor`` from the start."""
-    pages, cursor = [], None
-    for _ in range(100):
-        page = admin.describe_topic_partitions(topics, response_partition_limit=limit, cursor=cursor)
-        pages.append(page)
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return pages
-    pytest.fail(f"no end after 100 pages: {pages[-3:]}")
 
 
 def test_one_topic_every_field(shared_broker, admin):
@@ -81,7 +69,7 @@ def test_pages_of_one_partition_across_two_topics(admin):
     base = unique_name("dtp-page")
     a, b = f"{base}-a", f"{base}-b"
     _create(admin, (a, 3), (b, 2))
-    pages = _pages(admin, [b, a], 1)  # asked out of order: answered by name
+    pages = describe_topic_partition_pages(admin, [b, a], 1)  # asked out of order: answered by name
     seen = [(t["name"], p["partition_index"]) for page in pages for t in page["topics"] for p in t["partitions"]]
     assert seen == [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
     assert all(sum(len(t["partitions"]) for t in page["topics"]) == 1 for page in pages)
@@ -91,7 +79,7 @@ def test_pages_of_one_partition_across_two_topics(admin):
         {"topic_name": b, "partition_index": 0}, {"topic_name": b, "partition_index": 1}, None]
 
     # three at a time: a whole, then b whole
-    pages = _pages(admin, [a, b], 3)
+    pages = describe_topic_partition_pages(admin, [a, b], 3)
     assert [[(t["name"], len(t["partitions"])) for t in page["topics"]] for page in pages] == [[(a, 3)], [(b, 2)]]
     assert pages[0]["next_cursor"] == {"topic_name": b, "partition_index": 0}
 
@@ -148,7 +136,7 @@ def test_empty_list_describes_every_topic(admin):
     assert all(t["error_code"] == E.NONE and t["partitions"] for t in r["topics"])
     assert r["next_cursor"] is None
     # the same listing a partition at a time, each partition of every topic once
-    pages = _pages(admin, [], 1)
+    pages = describe_topic_partition_pages(admin, [], 1)
     seen = [(t["name"], p["partition_index"]) for page in pages for t in page["topics"] for p in t["partitions"]]
     assert seen == [(t["name"], p["partition_index"]) for t in r["topics"] for p in t["partitions"]]
     # a cursor on a listing needs no existing topic: it starts at the first name not before it
