@@ -33,6 +33,8 @@ def test_kafka_python_integration_suite_passes(cluster):
     assert run.returncode == 0, out
     assert "no unexpected failure" in run.stdout, out
     passed = int(re.search(r"(\d+) passed", run.stdout).group(1))
-    failed = re.search(r"(\d+) failed", run.stdout)
-    assert passed >= 51, out  # 54 tests run; on the cluster at most the 3 known differences fail
-    assert (int(failed.group(1)) if failed else 0) <= (3 if cluster else 0), out
+    # a test that failed once and passed when run again (kafka-python's metadata race) counts as passed
+    flaky = run.stdout.count("flaky (passed when run again):")
+    known = run.stdout.count("failed as expected:")
+    assert passed + flaky >= 51, out  # 54 tests run; on the cluster at most the 3 known differences fail
+    assert known <= (3 if cluster else 0), out
