@@ -194,3 +194,62 @@ def test_compaction_stops_below_the_high_watermark(tmp_path):
     assert log.compact(now_ms=10**12, high_watermark=3).segments_cleaned == 1
     assert [(r.offset, r.value) for r in records(log.read_bytes(0, 10**9))] == [(2, b"3")]
     log.close()
+
+
+def test_max_compaction_lag_compacts_below_the_dirty_ratio(tmp_path):
+    """KIP-354: a log whose oldest dirty segment's first batch is older than
+    ``max.compaction.lag.ms`` is compacted although its dirty ratio is below
+    ``min.cleanable.dirty.ratio``; younger, it is not."""
+    log = PartitionLog.open(tmp_path / "c-0", _compact_cfg())
+    for i in range(60):
+        log.append(keyed([(b"k%d" % (i % 30), b"v%d" % i)], ts=1_000 + i), leader_epoch=1)
+    assert compact_committed(log, 2_000).segments_cleaned > 0
+    for i in range(12):  # a little dirt: one key rewritten, into segments of their own
+        log.append(keyed([(b"k0", b"w%d" % i)], ts=50_000 + i), leader_epoch=1)
+    log.update_config(_compact_cfg(min_cleanable_dirty_ratio=0.9))
+    assert "dirty ratio" in compact_committed(log, 60_000).skipped
+    log.update_config(_compact_cfg(min_cleanable_dirty_ratio=0.9, max_compaction_lag_ms=100_000))
+    assert "dirty ratio" in compact_committed(log, 60_000).skipped  # the oldest dirt: 59 s < 100 s
+    stats = compact_committed(log, 110_000)  # 109 s > 100 s
+    assert stats.segments_cleaned > 0 and stats.records_removed > 0
+    values = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
+    assert values[b"k0"] == b"w11" and len(values) == 30
+
+
+def test_compacted_segment_rolls_at_max_compaction_lag(tmp_path):
+    """Kafka ``LogConfig.maxSegmentMs``: on a compacted topic the active segment rolls once its
+    first batch is ``max.compaction.lag.ms`` old (by the records' timestamps), not only at
+    ``segment.ms``; a topic with ``cleanup.policy=delete`` ignores the lag."""
+    for policy, rolled in (("compact", True), ("delete", False)):
+        log = PartitionLog.open(tmp_path / f"{policy}-0", _compact_cfg(
+            segment_bytes=10**6, cleanup_policy=policy, max_compaction_lag_ms=100))
+        log.append(keyed([(b"a", b"1")], ts=1_000), leader_epoch=1)
+        log.append(keyed([(b"a", b"2")], ts=1_100), leader_epoch=1)  # 100 ms: not more than the lag
+        assert len(log.segments) == 1
+        log.append(keyed([(b"a", b"3")], ts=1_101), leader_epoch=1)
+        assert len(log.segments) == (2 if rolled else 1), policy
+        log.close()
+
+
+def test_segment_jitter_rolls_each_segment_a_little_earlier(tmp_path):
+    """``segment.jitter.ms``: a new segment rolls ``roll_jitter_ms`` before ``segment.ms``, a
+    draw in ``[0, min(segment.jitter.ms, segment.ms))`` made when it is created (Kafka
+    ``LogConfig.randomSegmentJitter``); without jitter the draw is 0."""
+    cfg = LogConfig(segment_ms=1_000, segment_jitter_ms=5_000)
+    assert cfg.random_segment_jitter_ms(lambda n: n - 1) == 999  # bounded by segment.ms
+    assert LogConfig(segment_ms=1_000).random_segment_jitter_ms(lambda n: 1 / 0) == 0
+    log = PartitionLog.open(tmp_path / "j-0", cfg)
+    for attempt in range(20):  # until a draw above 0 (each is uniform in [0, 1000))
+        jitter = log.active_segment.roll_jitter_ms
+        assert 0 <= jitter < 1_000
+        if jitter > 0:
+            break
+        log.close()
+        log = PartitionLog.open(tmp_path / f"j{attempt}-0", cfg)
+    assert jitter > 0
+    start = 10_000
+    log.append(keyed([(b"a", b"1")], ts=start), leader_epoch=1)
+    log.append(keyed([(b"a", b"2")], ts=start + 1_000 - jitter), leader_epoch=1)
+    assert len(log.segments) == 1
+    log.append(keyed([(b"a", b"3")], ts=start + 1_000 - jitter + 1), leader_epoch=1)
+    assert len(log.segments) == 2

@@ -24,7 +24,7 @@ from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
-from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, REMOVED_TOPIC_CONFIGS
+from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, REMOVED_TOPIC_CONFIGS, check_topic_config
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.cluster.metadata import ClusterMetadata, TopicInfo, validate_topic_name
 from litemq.cluster.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, parse_throttled_replicas
@@ -370,6 +370,10 @@ class BrokerRuntime:
             target_codec(configs.get("compression.type"))  # producer|uncompressed|gzip|snappy|lz4|zstd
         except ValueError as exc:
             raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
+        for name, value in configs.items():
+            reason = check_topic_config(name, value)
+            if reason is not None:
+                raise KafkaError(reason, ErrorCode.INVALID_CONFIG)
         mir = configs.get("min.insync.replicas")
         if mir is not None and (not mir.isdigit() or int(mir) < 1):
             raise KafkaError("min.insync.replicas must be an integer >= 1", ErrorCode.INVALID_CONFIG)

@@ -56,6 +56,8 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
     "min.compaction.lag.ms": _L,
     "min.insync.replicas": _I,
     "preallocate": _B,
+    "remote.log.copy.disable": _B,
+    "remote.log.delete.on.disable": _B,
     "remote.storage.enable": _B,
     "retention.bytes": _L,
     "retention.ms": _L,

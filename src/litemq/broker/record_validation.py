@@ -127,9 +127,11 @@ def target_codec(compression_type: str | None) -> int | None:
 
 
 def validate_and_convert(records: bytearray, topic_partition: str, *, compacted: bool,
-                         codec: int | None) -> bytearray:
+                         codec: int | None, level: int | None = None) -> bytearray:
     """Check keys (``compacted``) and recompress to ``codec`` (None = keep) the batches of one
-    partition's produced records blob.
+    partition's produced records blob, at compression ``level`` (the topic's
+    ``compression.<codec>.level``, KIP-390; None or gzip's -1: the codec's default). A batch
+    already in ``codec`` is kept as it is, whatever its level (as in Kafka).
 
     Returns ``records`` itself when nothing changed, else a new bytearray of the converted
     batches (header fields as produced; the log assigns offsets afterwards).
@@ -169,7 +171,7 @@ def validate_and_convert(records: bytearray, topic_partition: str, *, compacted:
             producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
             is_transactional=h.is_transactional,
             base_timestamp=h.base_timestamp if h.timestamp_type == TIMESTAMP_CREATE_TIME and recs else None,
-            last_offset_delta=h.last_offset_delta))
+            last_offset_delta=h.last_offset_delta, compression_level=level))
         changed = True
     if not changed:
         return records

@@ -220,10 +220,27 @@ class LogCleaner:
         first_dirty = read_offset_checkpoint(self.checkpoint_path) or 0
         total = sum(s.size for s in cleanable)
         dirty = sum(s.size for s in cleanable if s.base_offset >= first_dirty)
-        if total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio:
+        if total == 0 or (dirty / total < cfg.min_cleanable_dirty_ratio
+                          and not (dirty and self._past_max_compaction_lag(cleanable, first_dirty, now_ms))):
             stats.skipped = f"dirty ratio {dirty}/{total} below {cfg.min_cleanable_dirty_ratio}"
             return None
         return CleanPlan(cleanable, start_offset, end_offset, aborted, truncations)
+
+    def _past_max_compaction_lag(self, cleanable: list[LogSegment], first_dirty: int, now_ms: int) -> bool:
+        """True when a dirty segment's first batch is older than ``max.compaction.lag.ms``
+        (KIP-354; Kafka ``LogCleanerManager.maxCompactionDelay``: such a log is compacted whatever
+        its dirty ratio). Reads one batch header per dirty segment, only when the lag is set."""
+        lag_ms = self.log.config.max_compaction_lag_ms
+        if lag_ms >= now_ms:  # unset (Long.MAX_VALUE) or longer than the epoch
+            return False
+        for seg in cleanable:
+            if seg.base_offset < first_dirty:
+                continue
+            for _pos, h in seg.iter_headers(0, seg.size):
+                if 0 < h.max_timestamp < now_ms - lag_ms:
+                    return True
+                break
+        return False
 
     def rewrite(self, plan: CleanPlan, now_ms: int, stats: CleanStats) -> list[tuple[LogSegment, LogSegment]]:
         """Phase 2 (no lock): ``(old, cleaned copy)`` per planned segment, the copies fsynced as

@@ -14,6 +14,7 @@ fsync explicitly); set ``flush.messages=9223372036854775807`` to get Kafka's beh
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from litemq.limits import MIN_SEGMENT_BYTES
@@ -45,6 +46,10 @@ class LogConfig:
     segments with it, as Kafka's own do); listed by DescribeConfigs only when a topic sets it."""
     segment_ms: int = 7 * DAY_MS
     """``segment.ms``: roll when the active segment's first batch is older than this."""
+    segment_jitter_ms: int = 0
+    """``segment.jitter.ms``: each new segment rolls up to this much earlier than ``segment.ms``
+    (a random amount below ``min(segment.jitter.ms, segment.ms)``, drawn when the segment is
+    created, as in Kafka), so partitions created together do not all roll at once."""
     segment_index_bytes: int = 10 * MIB
     """``segment.index.bytes``: capacity of each ``.index`` file (8 B/entry; ``.timeindex`` 12 B)."""
     index_interval_bytes: int = 4096
@@ -59,6 +64,19 @@ class LogConfig:
     """``delete.retention.ms``: how long tombstones survive compaction."""
     min_compaction_lag_ms: int = 0
     """``min.compaction.lag.ms``: records younger than this are not compacted."""
+    max_compaction_lag_ms: int = LONG_MAX
+    """``max.compaction.lag.ms`` (KIP-354): on a compacted topic, a record stays uncompacted at
+    most about this long: the active segment rolls when it is this old, and a log whose oldest
+    dirty segment's first batch is older is compacted whatever its dirty ratio."""
+    file_delete_delay_ms: int = 60_000
+    """``file.delete.delay.ms``: accepted and reported. Kafka renames a deleted segment's files and
+    removes them this much later so reads in flight can finish; LiteMQ unlinks them at once, and a
+    read in flight keeps its open file (see :mod:`litemq.storage.segment`), so there is nothing to
+    wait for."""
+    preallocate: bool = False
+    """``preallocate``: accepted and reported, not applied: LiteMQ does not preallocate segment
+    files (measured without gain: ``docs/benchmarks-cluster.md``, twelfth round), so a segment
+    file's size is always its data's."""
     min_cleanable_dirty_ratio: float = 0.5
     """``min.cleanable.dirty.ratio``: compact when dirty bytes / cleanable bytes reach this."""
     flush_messages: int | None = None
@@ -82,6 +100,12 @@ class LogConfig:
         _check(self.internal_segment_bytes is None or self.internal_segment_bytes >= 14, "internal.segment.bytes",
                self.internal_segment_bytes, ">= 14")
         _check(self.segment_ms >= 1, "segment.ms", self.segment_ms, ">= 1")
+        _check(self.segment_jitter_ms >= 0, "segment.jitter.ms", self.segment_jitter_ms, ">= 0")
+        _check(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms, ">= 1")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # Kafka LogConfig.validateValues
+            raise ValueError(f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) "
+                             f"> max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+        _check(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms, ">= 0")
         _check(self.segment_index_bytes >= 8 * 4, "segment.index.bytes", self.segment_index_bytes, ">= 32")
         _check(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes, ">= 0")
         _check(self.retention_ms >= -1, "retention.ms", self.retention_ms, ">= -1")
@@ -109,6 +133,22 @@ class LogConfig:
         """The segment size in effect: ``internal.segment.bytes`` if set, else ``segment.bytes``
         (Kafka ``LogConfig.segmentSize()``)."""
         return self.segment_bytes if self.internal_segment_bytes is None else self.internal_segment_bytes
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: ``segment.ms``, or ``max.compaction.lag.ms``
+        when smaller on a compacted topic (Kafka ``LogConfig.maxSegmentMs``)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    def random_segment_jitter_ms(self, draw: Callable[[int], int]) -> int:
+        """A new segment's roll jitter (Kafka ``LogConfig.randomSegmentJitter``): 0 without
+        ``segment.jitter.ms``, else ``draw(n)`` (a random int in ``[0, n)``) with
+        ``n = min(segment.jitter.ms, segment.ms)``."""
+        if self.segment_jitter_ms == 0:
+            return 0
+        return draw(min(self.segment_jitter_ms, self.segment_ms))
 
     @property
     def compact(self) -> bool:
@@ -159,7 +199,7 @@ class LogConfig:
             value = getattr(self, field)
             if value is None:
                 continue
-            out[key] = str(value)
+            out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return out
 
 
@@ -180,6 +220,10 @@ _KAFKA_TO_FIELD: dict[str, str] = {
     "delete.retention.ms": "delete_retention_ms",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "preallocate": "preallocate",
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
     "max.message.bytes": "max_message_bytes",
@@ -210,6 +254,10 @@ def _parse(key: str, field: str, raw: str) -> object:
         return value
     if field == "message_timestamp_type":
         return text
+    if field == "preallocate":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"invalid value {raw!r} for topic config {key!r}: must be true or false")
+        return text.lower() == "true"
     if field == "min_cleanable_dirty_ratio":
         try:
             return float(text)

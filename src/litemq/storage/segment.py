@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,6 +108,8 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.rolling_timestamp: int | None = None  # first batch's max timestamp (segment.ms)
         self.created_ms = int(time.time() * 1000)
+        self.roll_jitter_ms = config.random_segment_jitter_ms(random.randrange)
+        """This segment rolls this much before ``max_segment_ms`` (``segment.jitter.ms``)."""
         self.bytes_since_last_index_entry = 0
         self.index_synced = create  # indexes durable up to date on disk
         self.cache_dropped_bytes = 0
@@ -251,7 +254,9 @@ class LogSegment:
         self.cache_dropped_bytes = position
 
     def should_roll(self, add_bytes: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
-        """Kafka ``LogSegment.shouldRoll``: size, age (segment.ms), full index, offset overflow."""
+        """Kafka ``LogSegment.shouldRoll``: size, age (``segment.ms``, or ``max.compaction.lag.ms``
+        on a compacted topic, less this segment's ``segment.jitter.ms`` draw), full index, offset
+        overflow."""
         if self.size == 0:
             return last_offset - self.base_offset > INT32_MAX
         if self.size > self.config.segment_size_bytes - add_bytes:
@@ -260,7 +265,7 @@ class LogSegment:
             waited = max_timestamp - self.rolling_timestamp
         else:
             waited = now_ms - self.created_ms
-        if waited > self.config.segment_ms:
+        if waited > self.config.max_segment_ms - self.roll_jitter_ms:
             return True
         if last_offset - self.base_offset > INT32_MAX:
             return True

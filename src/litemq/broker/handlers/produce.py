@@ -21,6 +21,7 @@ import time
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize, authorized_names
+from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, COMPRESSION_LEVEL_CONFIGS
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -59,9 +60,13 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
         if not cfg.log_append_time:  # header-only unless a batch breaks the bounds (record_validation)
             check_timestamps(records, time.time_ns() // 1_000_000, cfg.message_timestamp_before_max_ms,
                              cfg.message_timestamp_after_max_ms)
-        codec = TOPIC_COMPRESSION_CODECS.get(info.configs.get("compression.type", "producer"))
+        compression_type = info.configs.get("compression.type", "producer")
+        codec = TOPIC_COMPRESSION_CODECS.get(compression_type)
         if cfg.compact or codec is not None:  # the only paths that decode records
-            records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec)
+            level_config = COMPRESSION_LEVEL_CONFIGS.get(compression_type)
+            level = int(info.configs.get(level_config, BROKER_TOPIC_CONFIGS[level_config])) if level_config else None
+            records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec,
+                                           level=level)
         ai = p.append(records)
     except KafkaError as exc:
         if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
