@@ -101,8 +101,12 @@ class Broker:
         return Path(self.config.data_dir)
 
     def start(self) -> "Broker":
-        """Start the broker thread and wait until it listens."""
+        """Start the broker thread and wait until it listens. A broker already running (the
+        constructor starts it unless ``start=False``) is left as it is."""
         from litemq.broker.broker import BrokerRuntime
+
+        if self._thread is not None and self._thread.is_alive():
+            return self
 
         ready = threading.Event()
         error: list[BaseException] = []

@@ -103,3 +103,31 @@ def test_embedded_broker_refused_on_a_locked_data_dir(tmp_path):
     assert (data / ".lock").read_text() == ""  # released at close
     with litemq.Broker(data_dir=data):
         pass
+
+
+def test_start_of_a_running_embedded_broker_changes_nothing(tmp_path):
+    """``litemq.Broker()`` starts the broker; a ``start()`` after it (a notebook user's habit) is a
+    no-op that returns the broker, where it used to try a second runtime on the same data dir and
+    fail with "in use by another broker" naming its own pid. The broker keeps serving and closes
+    once."""
+    data = tmp_path / "data"
+    broker = litemq.Broker(data_dir=data)
+    try:
+        runtime = broker.runtime
+        assert broker.start() is broker and broker.runtime is runtime
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        p.produce("started-twice", b"v")
+        assert p.flush(30) == 0
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g",
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["started-twice"])
+        msg = None
+        for _ in range(60):
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                break
+        c.close()
+        assert msg is not None and msg.value() == b"v"
+    finally:
+        broker.close()
+    assert (data / ".lock").read_text() == ""
