@@ -115,7 +115,10 @@ def _describe(b) -> str:
             f"{rtype}:{b.resource_pattern_type.name}:{b.name}")
 
 
-def _filters(topics, groups, cluster, transactional_ids, pattern, principal, operations) -> list:
+def _filters(topics, groups, cluster, transactional_ids, pattern, principal, operations, entries=None) -> list:
+    """ACL binding filters: every resource x operation x entry, where an entry is ``(principal,
+    host, permission type)`` (None = any); without ``entries``, ``principal`` (or any) from any
+    host with any permission."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -128,8 +131,9 @@ def _filters(topics, groups, cluster, transactional_ids, pattern, principal, ope
     if not resources:
         resources = [(ResourceType.ANY, None)]
         pattern = "any"
-    return [AclBindingFilter(rtype, name, _pattern(pattern), principal, None, op, AclPermissionType.ANY)
-            for rtype, name in resources for op in ops]
+    entries = entries or [(principal, None, AclPermissionType.ANY)]
+    return [AclBindingFilter(rtype, name, _pattern(pattern), p, host, op, perm)
+            for rtype, name in resources for op in ops for p, host, perm in entries]
 
 
 @acl.command("list")
@@ -157,15 +161,32 @@ def acl_list(topics, groups, cluster, transactional_ids, pattern, principal, boo
 @resource_options
 @click.option("--resource-pattern-type", "pattern", default="literal", show_default=True,
               type=click.Choice(["any", "match", "literal", "prefixed"], case_sensitive=False))
-@click.option("--principal", default=None, metavar="User:NAME", help="Only ACLs of this principal [all].")
+@click.option("--principal", default=None, metavar="User:NAME",
+              help="Only ACLs of this principal, allow or deny, from any host [all].")
+@click.option("--allow-principal", "allow_principals", multiple=True, metavar="User:NAME",
+              help="Only the allow ACLs of this principal (repeatable; kafka-acls.sh --remove).")
+@click.option("--deny-principal", "deny_principals", multiple=True, metavar="User:NAME",
+              help="Only the deny ACLs of this principal (repeatable).")
+@click.option("--allow-host", "allow_hosts", multiple=True, help="Host of those allow ACLs [*] (repeatable).")
+@click.option("--deny-host", "deny_hosts", multiple=True, help="Host of those deny ACLs [*] (repeatable).")
+@click.option("--host", "hosts", multiple=True, help="Host of both (repeatable).")
 @click.option("--operation", "operations", multiple=True, metavar="OP", help="Only these operations [all].")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 @bootstrap_option
-def acl_remove(topics, groups, cluster, transactional_ids, pattern, principal, operations, force, bootstrap) -> None:
-    """Remove the ACLs of the given resources (optionally of one principal and some operations)."""
+def acl_remove(topics, groups, cluster, transactional_ids, pattern, principal, allow_principals, deny_principals,
+               allow_hosts, deny_hosts, hosts, operations, force, bootstrap) -> None:
+    """Remove the ACLs of the given resources: all of them, those of one principal (--principal),
+    or, as Kafka's kafka-acls.sh --remove, the ACLs --allow-principal/--deny-principal x host
+    (default *) x --operation name."""
+    from confluent_kafka.admin import AclPermissionType
+
     if not _resources(topics, groups, cluster, transactional_ids):
         raise CliError("give a resource: --topic, --group, --cluster or --transactional-id")
-    filters = _filters(topics, groups, cluster, transactional_ids, pattern, principal, operations)
+    if principal and (allow_principals or deny_principals):
+        raise CliError("give --principal or --allow-principal/--deny-principal, not both")
+    entries = [(p, h, AclPermissionType.ALLOW) for p in allow_principals for h in (allow_hosts + hosts or ("*",))]
+    entries += [(p, h, AclPermissionType.DENY) for p in deny_principals for h in (deny_hosts + hosts or ("*",))]
+    filters = _filters(topics, groups, cluster, transactional_ids, pattern, principal, operations, entries)
     if not force:
         click.confirm(f"Remove every ACL matching {len(filters)} filter(s)?", abort=True)
     admin = _admin(bootstrap)
