@@ -67,14 +67,30 @@ def acl() -> None:
     """Add, list and remove ACLs (the broker needs authorizer.class.name)."""
 
 
+def principal_host_options(f):
+    """kafka-acls.sh's principal and host options (``--add`` and ``--remove``)."""
+    f = click.option("--host", "hosts", multiple=True, help="Host of both allow and deny ACLs (repeatable).")(f)
+    f = click.option("--deny-host", "deny_hosts", multiple=True, help="Host of deny ACLs [*] (repeatable).")(f)
+    f = click.option("--allow-host", "allow_hosts", multiple=True, help="Host of allow ACLs [*] (repeatable).")(f)
+    f = click.option("--deny-principal", "deny_principals", multiple=True, metavar="User:NAME",
+                     help="Principal of deny ACLs (repeatable).")(f)
+    f = click.option("--allow-principal", "allow_principals", multiple=True, metavar="User:NAME",
+                     help="Principal of allow ACLs (repeatable; User:* = everyone).")(f)
+    return f
+
+
+def _entries(allow_principals, deny_principals, allow_hosts, deny_hosts, hosts) -> list[tuple]:
+    """``(principal, host, permission type)`` of every allow and deny principal x its hosts
+    (default ``*``), as kafka-acls.sh pairs them."""
+    from confluent_kafka.admin import AclPermissionType
+
+    entries = [(p, h, AclPermissionType.ALLOW) for p in allow_principals for h in (allow_hosts + hosts or ("*",))]
+    entries += [(p, h, AclPermissionType.DENY) for p in deny_principals for h in (deny_hosts + hosts or ("*",))]
+    return entries
+
+
 @acl.command("add")
-@click.option("--allow-principal", "allow_principals", multiple=True, metavar="User:NAME",
-              help="Principal the ACL allows (repeatable; User:* = everyone).")
-@click.option("--deny-principal", "deny_principals", multiple=True, metavar="User:NAME",
-              help="Principal the ACL denies (repeatable).")
-@click.option("--allow-host", "allow_hosts", multiple=True, help="Host of allow ACLs [*] (repeatable).")
-@click.option("--deny-host", "deny_hosts", multiple=True, help="Host of deny ACLs [*] (repeatable).")
-@click.option("--host", "hosts", multiple=True, help="Host of both allow and deny ACLs (repeatable).")
+@principal_host_options
 @click.option("--operation", "operations", multiple=True, metavar="OP",
               help=f"Operation (repeatable) [All]: {', '.join(OPERATIONS)}.")
 @resource_options
@@ -84,7 +100,7 @@ def acl() -> None:
 def acl_add(allow_principals, deny_principals, allow_hosts, deny_hosts, hosts, operations, topics, groups, cluster,
             transactional_ids, pattern, bootstrap) -> None:
     """Add ACLs: every principal x host x operation on every resource."""
-    from confluent_kafka.admin import AclBinding, AclPermissionType
+    from confluent_kafka.admin import AclBinding
 
     if not allow_principals and not deny_principals:
         raise CliError("give --allow-principal or --deny-principal")
@@ -92,8 +108,7 @@ def acl_add(allow_principals, deny_principals, allow_hosts, deny_hosts, hosts, o
     if not resources:
         raise CliError("give a resource: --topic, --group, --cluster or --transactional-id")
     ops = [_operation(o) for o in operations or ("All",)]
-    entries = [(p, h, AclPermissionType.ALLOW) for p in allow_principals for h in (allow_hosts + hosts or ("*",))]
-    entries += [(p, h, AclPermissionType.DENY) for p in deny_principals for h in (deny_hosts + hosts or ("*",))]
+    entries = _entries(allow_principals, deny_principals, allow_hosts, deny_hosts, hosts)
     bindings = [AclBinding(rtype, name, _pattern(pattern), principal, host, op, perm)
                 for rtype, name in resources for principal, host, perm in entries for op in ops]
     admin = _admin(bootstrap)
@@ -163,13 +178,7 @@ def acl_list(topics, groups, cluster, transactional_ids, pattern, principal, boo
               type=click.Choice(["any", "match", "literal", "prefixed"], case_sensitive=False))
 @click.option("--principal", default=None, metavar="User:NAME",
               help="Only ACLs of this principal, allow or deny, from any host [all].")
-@click.option("--allow-principal", "allow_principals", multiple=True, metavar="User:NAME",
-              help="Only the allow ACLs of this principal (repeatable; kafka-acls.sh --remove).")
-@click.option("--deny-principal", "deny_principals", multiple=True, metavar="User:NAME",
-              help="Only the deny ACLs of this principal (repeatable).")
-@click.option("--allow-host", "allow_hosts", multiple=True, help="Host of those allow ACLs [*] (repeatable).")
-@click.option("--deny-host", "deny_hosts", multiple=True, help="Host of those deny ACLs [*] (repeatable).")
-@click.option("--host", "hosts", multiple=True, help="Host of both (repeatable).")
+@principal_host_options
 @click.option("--operation", "operations", multiple=True, metavar="OP", help="Only these operations [all].")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 @bootstrap_option
@@ -178,14 +187,11 @@ def acl_remove(topics, groups, cluster, transactional_ids, pattern, principal, a
     """Remove the ACLs of the given resources: all of them, those of one principal (--principal),
     or, as Kafka's kafka-acls.sh --remove, the ACLs --allow-principal/--deny-principal x host
     (default *) x --operation name."""
-    from confluent_kafka.admin import AclPermissionType
-
     if not _resources(topics, groups, cluster, transactional_ids):
         raise CliError("give a resource: --topic, --group, --cluster or --transactional-id")
     if principal and (allow_principals or deny_principals):
         raise CliError("give --principal or --allow-principal/--deny-principal, not both")
-    entries = [(p, h, AclPermissionType.ALLOW) for p in allow_principals for h in (allow_hosts + hosts or ("*",))]
-    entries += [(p, h, AclPermissionType.DENY) for p in deny_principals for h in (deny_hosts + hosts or ("*",))]
+    entries = _entries(allow_principals, deny_principals, allow_hosts, deny_hosts, hosts)
     filters = _filters(topics, groups, cluster, transactional_ids, pattern, principal, operations, entries)
     if not force:
         click.confirm(f"Remove every ACL matching {len(filters)} filter(s)?", abort=True)
