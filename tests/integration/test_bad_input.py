@@ -137,6 +137,37 @@ def test_truncated_batch_and_bad_magic(shared_broker, topic):
                 ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
 
 
+def test_produce_v3_record_rules_answer_as_kafka_4(shared_broker, topic):
+    """Kafka 4's ``ProduceRequest.validateRecords`` for v3+, per partition: no batch, a batch of
+    message format v0/v1, or two batches in one partition's records is INVALID_RECORD with Kafka's
+    message; ZStandard before v7 is UNSUPPORTED_COMPRESSION_TYPE. Nothing is appended, and the
+    connection keeps working."""
+    from litemq.protocol.records import COMPRESSION_ZSTD
+
+    one = build_batch([(b"k", b"v")])
+    magic1 = bytearray(one)
+    magic1[16] = 1
+    zstd = build_batch([(b"k", b"v" * 100)], compression=COMPRESSION_ZSTD)
+    cases = [
+        (3, b"", ErrorCode.INVALID_RECORD, "must have at least one record batch per partition"),
+        (9, bytes(magic1), ErrorCode.INVALID_RECORD, "only allowed to contain record batches with magic version 2"),
+        (8, one + one, ErrorCode.INVALID_RECORD, "only allowed to contain exactly one record batch per partition"),
+        (6, zstd, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "not allowed to use ZStandard compression"),
+    ]
+    with _client(shared_broker) as c:
+        end = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}).topics[0].partitions[0].offset
+        for version, records, code, message in cases:
+            part = c.request(0, version, _produce_body(topic, records)).responses[0].partition_responses[0]
+            assert part.error_code == code, (version, part)
+            if version >= 8:  # error_message is sent from v8 (KIP-467)
+                assert message in part.error_message
+        for version, records in ((7, zstd), (3, one)):
+            part = c.request(0, version, _produce_body(topic, records)).responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (0, end)
+            end += 1
+
+
 def test_produce_unknown_topic_and_bad_acks(shared_broker):
     with _client(shared_broker) as c:
         resp = c.request(0, 7, _produce_body("no-such-topic-xyz", build_batch([(b"k", b"v")])))

@@ -25,7 +25,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, COMPRESSION_LEVEL_
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import read_batch_header
+from litemq.protocol.records import COMPRESSION_MASK, COMPRESSION_ZSTD, MAGIC_V2, read_batch_header
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,45 @@ def _error(index: int, code: int, message: str | None = None, record_errors=()) 
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors]}
 
 
-def _append_one(runtime, topic: str, index: int, records, acks: int):
+def records_rule_error(version: int, records) -> tuple[int, str] | None:
+    """Kafka 4's rules for one partition's records in Produce v3+ (``ProduceRequest.validateRecords``),
+    from the first batch's header fields only: ``(error code, message)`` or None.
+
+    - no batch at all, a first batch whose magic is not 2 (message formats v0/v1, KIP-724), or
+      more than one batch: INVALID_RECORD, with Kafka's messages;
+    - ZStandard before v7 (KIP-110): UNSUPPORTED_COMPRESSION_TYPE.
+
+    A blob too short to hold those fields is left to the log append, which answers
+    CORRUPT_MESSAGE for broken framing. Older versions are not checked, as in Kafka.
+    """
+    if version < 3:
+        return None
+    n = 0 if records is None else len(records)
+    prefix = f"Produce requests with version {version}"
+    if n == 0:
+        return ErrorCode.INVALID_RECORD, f"{prefix} must have at least one record batch per partition"
+    if n <= _MAGIC_AT:
+        return None
+    if records[_MAGIC_AT] != MAGIC_V2:
+        return ErrorCode.INVALID_RECORD, f"{prefix} are only allowed to contain record batches with magic version 2"
+    if n < RECORD_BATCH_HEADER_BYTES:
+        return None
+    if version < 7 and records[_ATTRIBUTES_LOW_BYTE_AT] & COMPRESSION_MASK == COMPRESSION_ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"{prefix} are not allowed to use ZStandard compression"
+    if _LOG_OVERHEAD_BYTES + int.from_bytes(records[8:12], "big", signed=True) < n:
+        return ErrorCode.INVALID_RECORD, f"{prefix} are only allowed to contain exactly one record batch per partition"
+    return None
+
+
+_MAGIC_AT = 16
+"""Offset of the magic byte in a record batch (baseOffset 8, batchLength 4, partitionLeaderEpoch 4)."""
+_ATTRIBUTES_LOW_BYTE_AT = 22
+"""Offset of the low byte of the batch's int16 attributes (after magic 1 and crc 4), codec in bits 0-2."""
+_LOG_OVERHEAD_BYTES = 12
+"""baseOffset and batchLength: the bytes of a batch that batchLength does not count."""
+
+
+def _append_one(runtime, topic: str, index: int, records, acks: int, version: int):
     """Append one partition's records; returns (response dict, partition, next offset | None)."""
     info = runtime.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.num_partitions:
@@ -48,6 +86,9 @@ def _append_one(runtime, topic: str, index: int, records, acks: int):
     p = runtime.replicas.get(topic, index)
     if p is None:
         return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER), None, None
+    rule = records_rule_error(version, records)
+    if rule is not None:
+        return _error(index, *rule), None, None
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.CORRUPT_MESSAGE, "empty records"), None, None
     if acks == -1:
@@ -101,7 +142,7 @@ def handle_produce(ctx, req):
                 _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for pd in t.partition_data]})
             continue
         for pd in t.partition_data:
-            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks)
+            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks, ctx.version)
             parts.append(resp)
             if acks == -1 and p is not None:
                 waits.append((resp, p, next_offset))
