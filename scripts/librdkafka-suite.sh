@@ -37,7 +37,7 @@ done
 # Tests that fail against LiteMQ for a reason outside LiteMQ's broker (the suite's harness) or
 # because LiteMQ answers as Kafka 4 does where librdkafka 2.0.2's test expects an older Kafka.
 declare -A KNOWN_FAILURES=(
-  [0052_msg_timestamps]="its 0.9.0.0 cases turn ApiVersions off (api.version.request=false, broker.version.fallback=0.9.0.0) and produce message format v0 with Produce v1, which Kafka 4 removed (KIP-724, KIP-896): refused (CORRUPT_MESSAGE); its 0.10.1.0 cases (CreateTime, LogAppendTime) pass"
+  [0052_msg_timestamps]="its 0.9.0.0 cases turn ApiVersions off (api.version.request=false, broker.version.fallback=0.9.0.0) and produce message format v0 with Produce v1, which Kafka 4 removed (KIP-724, KIP-896): refused (UNSUPPORTED_FOR_MESSAGE_FORMAT); its 0.10.1.0 cases (CreateTime, LogAppendTime) pass"
   [0077_compaction]="creates its topic with segment.bytes=10000, below Kafka 4's minimum of 1 MiB (INVALID_CONFIG), through kafka-topics.sh"
   [0092_mixed_msgver]="sets message.format.version, a topic config Kafka 4 removed (INVALID_CONFIG)"
   [0129_fetch_aborted_msgs]="creates a topic with segment.bytes=20000, below Kafka 4's minimum of 1 MiB (INVALID_CONFIG)"

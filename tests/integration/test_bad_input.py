@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -140,8 +141,8 @@ def test_truncated_batch_and_bad_magic(shared_broker, topic):
 def test_produce_v3_record_rules_answer_as_kafka_4(shared_broker, topic):
     """Kafka 4's ``ProduceRequest.validateRecords`` for v3+, per partition: no batch, a batch of
     message format v0/v1, or two batches in one partition's records is INVALID_RECORD with Kafka's
-    message; ZStandard before v7 is UNSUPPORTED_COMPRESSION_TYPE. Nothing is appended, and the
-    connection keeps working."""
+    message; ZStandard before v7 is UNSUPPORTED_COMPRESSION_TYPE; message format v1 in Produce v2 is
+    UNSUPPORTED_FOR_MESSAGE_FORMAT. Nothing is appended, and the connection keeps working."""
     from litemq.protocol.records import COMPRESSION_ZSTD
 
     one = build_batch([(b"k", b"v")])
@@ -162,6 +163,14 @@ def test_produce_v3_record_rules_answer_as_kafka_4(shared_broker, topic):
             assert part.error_code == code, (version, part)
             if version >= 8:  # error_message is sent from v8 (KIP-467)
                 assert message in part.error_message
+        # Produce v2 with a message set of format v1 (offset, size, crc, magic 1, attributes,
+        # timestamp, null key, value): formats v0/v1 are gone in Kafka 4 (KIP-724); a final error,
+        # not CORRUPT_MESSAGE, which clients retry until their message timeout
+        body = struct.pack(">bbqi", 1, 0, 1_700_000_000_000, -1) + struct.pack(">i", 1) + b"v"
+        message = struct.pack(">I", zlib.crc32(body)) + body
+        legacy = struct.pack(">qi", 0, len(message)) + message
+        part = c.request(0, 2, _produce_body(topic, legacy)).responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
         for version, records in ((7, zstd), (3, one)):
             part = c.request(0, version, _produce_body(topic, records)).responses[0].partition_responses[0]
             assert (part.error_code, part.base_offset) == (0, end)

@@ -46,12 +46,19 @@ def records_rule_error(version: int, records) -> tuple[int, str] | None:
       more than one batch: INVALID_RECORD, with Kafka's messages;
     - ZStandard before v7 (KIP-110): UNSUPPORTED_COMPRESSION_TYPE.
 
-    A blob too short to hold those fields is left to the log append, which answers
-    CORRUPT_MESSAGE for broken framing. Older versions are not checked, as in Kafka.
+    Produce v0-2 carry message formats v0 and v1 (magic 0/1), which Kafka 4 removed (KIP-724,
+    KIP-896; it drops such requests): they are answered UNSUPPORTED_FOR_MESSAGE_FORMAT, which
+    clients treat as final, rather than CORRUPT_MESSAGE, which they retry until their
+    ``message.timeout.ms``. A blob too short to hold those fields is left to the log append,
+    which answers CORRUPT_MESSAGE for broken framing.
     """
-    if version < 3:
-        return None
     n = 0 if records is None else len(records)
+    if version < 3:
+        if n > _MAGIC_AT and records[_MAGIC_AT] < MAGIC_V2:
+            return (ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                    f"message format v{records[_MAGIC_AT]} is not supported: Kafka 4 removed message formats "
+                    "v0 and v1 (KIP-724); produce record batches (magic 2, Produce v3 or later)")
+        return None
     prefix = f"Produce requests with version {version}"
     if n == 0:
         return ErrorCode.INVALID_RECORD, f"{prefix} must have at least one record batch per partition"
