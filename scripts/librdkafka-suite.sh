@@ -5,6 +5,7 @@
 # docs/librdkafka-suite.md.
 #
 #   bash scripts/librdkafka-suite.sh [--single] [--quick] [--tests 0012,0081] [--keep]
+#                                    [--group-protocol consumer]
 #
 # It downloads librdkafka's source (LIBRDKAFKA_VERSION, default 2.0.2: Debian bookworm's, from
 # deb.debian.org; LIBRDKAFKA_SRC_URL overrides the address), builds the library and the suite's
@@ -21,14 +22,17 @@ ROOT=$(pwd)
 # shellcheck source=scripts/suite-common.sh
 . scripts/suite-common.sh
 
-SINGLE=0 QUICK=0 TESTS_ARG="" KEEP=0
+SINGLE=0 QUICK=0 TESTS_ARG="" KEEP=0 GROUP_PROTOCOL=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --single) SINGLE=1 ;;
     --quick) QUICK=1 ;;
     --tests) TESTS_ARG="$2"; shift ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    # the suite's consumers use this group.protocol (TEST_CONSUMER_GROUP_PROTOCOL: "consumer" is
+    # KIP-848's; librdkafka 2.4 or later, LIBRDKAFKA_VERSION=2.8.0); default: its own, classic
+    --group-protocol) GROUP_PROTOCOL="$2"; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown option: $1" >&2; exit 2 ;;
   esac
   shift
@@ -44,6 +48,12 @@ declare -A KNOWN_FAILURES=(
   [0055_producer_latency]="may fail: it counts librdkafka's own broker-thread wake-ups (10..1000 expected for its linger.ms=0 case), which depend on the client's scheduling; one broker gave 8 in one run, with every latency in range (0.35-0.44 ms)"
   ["<MAIN>"]="the runner's exit check: the failed tests above left their clients' threads running"
 )
+case "${LIBRDKAFKA_VERSION:-2.0.2}" in
+  2.0.*) ;;
+  *) KNOWN_FAILURES[0001_multiobj]="may fail (librdkafka 2.8): a client's rd_kafka_destroy() takes 1 s, above the test's 999 ms: its debug log shows 'Terminating instance', then 'Destroy internal' 1 s later, with no request in flight - its main thread noticed the termination only at its next 1 s wake-up; 2.0.2 passes"
+     KNOWN_FAILURES[0084_destroy_flags]="may fail (librdkafka 2.8): rd_kafka_destroy_flags() takes 1 s where the test allows 200 ms, the same 1 s wake-up as 0001_multiobj's"
+     KNOWN_FAILURES[0086_purge_remote]="may fail (librdkafka 2.8): it purges right after its first ProduceRequest's response and expects the second request in flight; the client had not sent it yet (its messages 'Purged in queue'), which depends on the client's thread scheduling" ;;
+esac
 if [ "$SINGLE" = 1 ]; then
   KNOWN_FAILURES[0103_transactions]="asks for replication factor 3 explicitly, more than the 1 broker (INVALID_REPLICATION_FACTOR)"
   KNOWN_FAILURES[0081_admin]="AlterConfigs of the broker config sasl.kerberos.min.time.before.relogin: LiteMQ has no Kerberos (GSSAPI) and refuses its configs (INVALID_CONFIG), where Kafka stores every broker config it knows"
@@ -117,7 +127,16 @@ else
   # too - and the test-runner stops there without running the tests after it.
   SKIP=0113_cooperative_rebalance
 fi
-echo "librdkafka $VERSION test suite against $TARGET ($BOOTSTRAP): test-runner ${args[*]}${TESTS_ARG:+, TESTS=$TESTS_ARG}${SKIP:+, TESTS_SKIP=$SKIP}"
+if [ "$GROUP_PROTOCOL" = consumer ]; then
+  # Its consumer subscribes to a topic it may not describe (a deny ACL) and waits for an
+  # assignment; the ConsumerGroupHeartbeat is answered TOPIC_AUTHORIZATION_FAILED, as by Kafka 4
+  # (docs/consumer-groups.md), and librdkafka 2.8 retries it until the test's timeout, which
+  # stops the test-runner and every test after it.
+  SKIP="${SKIP:+$SKIP,}0109_auto_create_topics"
+fi
+echo "librdkafka $VERSION test suite against $TARGET ($BOOTSTRAP)${GROUP_PROTOCOL:+, group.protocol=$GROUP_PROTOCOL}: test-runner ${args[*]}${TESTS_ARG:+, TESTS=$TESTS_ARG}${SKIP:+, TESTS_SKIP=$SKIP}"
+# set only when given: the harness takes an empty value for a protocol name
+if [ -n "$GROUP_PROTOCOL" ]; then export TEST_CONSUMER_GROUP_PROTOCOL="$GROUP_PROTOCOL"; fi
 set +e
 (cd "$CACHE/tests" && RDKAFKA_TEST_CONF="$WORK/test.conf" TEST_KAFKA_VERSION=3.6.0 \
    KAFKA_PATH="$ROOT/scripts/kafka-tools" BROKERS="$BOOTSTRAP" \
