@@ -84,7 +84,9 @@ MAGIC_V2 = 2
 
 # Field offsets inside a batch.
 _BASE_OFFSET_AT = 0
+_BATCH_LENGTH_AT = 8
 _LEADER_EPOCH_AT = 12
+_MAGIC_AT = 16
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
@@ -181,6 +183,23 @@ class BatchHeader(NamedTuple):
             return NO_SEQUENCE
         seq = self.base_sequence + self.last_offset_delta
         return seq - 0x80000000 if seq > 0x7FFFFFFF else seq
+
+
+def peek_batch(buf, pos: int = 0) -> tuple[int | None, int | None, int | None]:
+    """``(magic, compression codec, size in bytes)`` of the batch at ``buf[pos:]``, read from
+    those header bytes alone and not checked (no struct unpack: a per-request check of a
+    produced blob's first batch). Each is None when ``buf`` is too short to hold it: the magic
+    needs 17 bytes (a message set of formats v0/v1 has its magic there too), the codec and the
+    size a whole 61-byte header."""
+    n = len(buf) - pos
+    if n <= _MAGIC_AT:
+        return None, None, None
+    magic = buf[pos + _MAGIC_AT]
+    if n < BATCH_HEADER_BYTES:
+        return magic, None, None
+    codec = buf[pos + _ATTRIBUTES_AT + 1] & COMPRESSION_MASK  # the low byte of the int16 attributes
+    batch_length = int.from_bytes(buf[pos + _BATCH_LENGTH_AT:pos + _LEADER_EPOCH_AT], "big", signed=True)
+    return magic, codec, LOG_OVERHEAD_BYTES + batch_length
 
 
 def read_batch_header(buf, pos: int = 0) -> BatchHeader:

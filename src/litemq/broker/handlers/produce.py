@@ -25,7 +25,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, COMPRESSION_LEVEL_
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import COMPRESSION_MASK, COMPRESSION_ZSTD, MAGIC_V2, read_batch_header
+from litemq.protocol.records import COMPRESSION_ZSTD, MAGIC_V2, peek_batch, read_batch_header
 
 log = logging.getLogger(__name__)
 
@@ -53,34 +53,27 @@ def records_rule_error(version: int, records) -> tuple[int, str] | None:
     which answers CORRUPT_MESSAGE for broken framing.
     """
     n = 0 if records is None else len(records)
+    magic, codec, size = peek_batch(records) if n else (None, None, None)
     if version < 3:
-        if n > _MAGIC_AT and records[_MAGIC_AT] < MAGIC_V2:
+        if magic is not None and magic < MAGIC_V2:
             return (ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                    f"message format v{records[_MAGIC_AT]} is not supported: Kafka 4 removed message formats "
+                    f"message format v{magic} is not supported: Kafka 4 removed message formats "
                     "v0 and v1 (KIP-724); produce record batches (magic 2, Produce v3 or later)")
         return None
     prefix = f"Produce requests with version {version}"
     if n == 0:
         return ErrorCode.INVALID_RECORD, f"{prefix} must have at least one record batch per partition"
-    if n <= _MAGIC_AT:
+    if magic is None:
         return None
-    if records[_MAGIC_AT] != MAGIC_V2:
+    if magic != MAGIC_V2:
         return ErrorCode.INVALID_RECORD, f"{prefix} are only allowed to contain record batches with magic version 2"
-    if n < RECORD_BATCH_HEADER_BYTES:
+    if size is None:
         return None
-    if version < 7 and records[_ATTRIBUTES_LOW_BYTE_AT] & COMPRESSION_MASK == COMPRESSION_ZSTD:
+    if version < 7 and codec == COMPRESSION_ZSTD:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"{prefix} are not allowed to use ZStandard compression"
-    if _LOG_OVERHEAD_BYTES + int.from_bytes(records[8:12], "big", signed=True) < n:
+    if size < n:
         return ErrorCode.INVALID_RECORD, f"{prefix} are only allowed to contain exactly one record batch per partition"
     return None
-
-
-_MAGIC_AT = 16
-"""Offset of the magic byte in a record batch (baseOffset 8, batchLength 4, partitionLeaderEpoch 4)."""
-_ATTRIBUTES_LOW_BYTE_AT = 22
-"""Offset of the low byte of the batch's int16 attributes (after magic 1 and crc 4), codec in bits 0-2."""
-_LOG_OVERHEAD_BYTES = 12
-"""baseOffset and batchLength: the bytes of a batch that batchLength does not count."""
 
 
 def _append_one(runtime, topic: str, index: int, records, acks: int, version: int):
