@@ -203,6 +203,26 @@ MAX_SECURITY_RECORD_BYTES = 512 * 1024
 request may turn into: the metadata log takes batches up to ``message.max.bytes`` (~1 MiB by
 default). A larger request gets INVALID_REQUEST for each of its entries."""
 
+MAX_CLIENT_QUOTA_ENTITIES = 100_000
+"""Client quota entities (user, client-id, user and client-id, ip) a cluster stores (KIP-546)."""
+MAX_CLIENT_QUOTA_ENTITY_NAME_CHARS = 1024
+"""Longest user, client id or IP name a client quota entity may have (Kafka sets no bound)."""
+CLIENT_QUOTA_WINDOW_SAMPLES = 11
+"""Samples a client quota's rate is measured over (Kafka ``quota.window.num``)."""
+CLIENT_QUOTA_WINDOW_MS = 1000
+"""Length of one such sample (Kafka ``quota.window.size.seconds`` = 1)."""
+MAX_CLIENT_QUOTA_SENSORS = 100_000
+"""Rates (one per user / client id the quotas in force tell apart) a broker keeps per quota type;
+beyond it the ones idle longest are dropped (Kafka drops a sensor idle for an hour)."""
+CLIENT_QUOTA_SENSOR_IDLE_MS = 3_600_000
+"""A rate nobody recorded into for this long is dropped (Kafka: 1 hour)."""
+MAX_CLIENT_QUOTA_THROTTLE_MS = 2**31 - 1
+"""Largest throttle time a response carries (its field is an int32; a quota of 0 throttles this
+long, as Kafka)."""
+MAX_REQUEST_QUOTA_THROTTLE_MS = CLIENT_QUOTA_WINDOW_MS
+"""Longest throttle a ``request_percentage`` quota imposes at once (Kafka
+``ClientRequestQuotaManager.maxThrottleTimeMs``: one quota window)."""
+
 # ---------------------------------------------------------------- observability (metrics, HTTP)
 METRICS_LATENCY_WINDOW_SAMPLES = 1028
 """Latency quantiles (p50/p99/p999 of a request API, of log flushes) are computed over the last

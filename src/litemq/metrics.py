@@ -333,6 +333,7 @@ class _BrokerCollector:
         yield from self._raft(m, rt)
         yield from self._groups(m)
         yield from self._share_groups(getattr(rt, "share_coordinator", None))
+        yield from self._client_quotas(getattr(rt, "client_quotas", None))
         conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                   "Open client connections per listener.", labels=["listener"])
         per_listener: dict[str, int] = {s.name: 0 for s in rt.listeners}
@@ -350,6 +351,21 @@ class _BrokerCollector:
                                  labels=["node_id", "cluster_id"])
         info.add_metric([str(rt.config.node_id), str(getattr(rt.metadata, "cluster_id", "") or "")], 1)
         yield info
+
+    @staticmethod
+    def _client_quotas(quotas):
+        """Throttling by client quotas (Kafka's per-quota-type ``throttle-time``), per quota key."""
+        total = CounterMetricFamily("litemq_client_quota_throttle_time_ms",
+                                    "Throttle time (ms) responses carried for client quotas, per quota.",
+                                    labels=["quota"])
+        count = CounterMetricFamily("litemq_client_quota_throttled_responses",
+                                    "Responses throttled by a client quota, per quota.", labels=["quota"])
+        if quotas is not None:
+            for key, ms in sorted(quotas.throttle_ms_total.items()):
+                total.add_metric([key], ms)
+                count.add_metric([key], quotas.throttled.get(key, 0))
+        yield total
+        yield count
 
     @staticmethod
     def _traffic(m: BrokerMetrics):

@@ -336,6 +336,13 @@ class AdminWire:
             bad = [(res.user, E(res.error_code).name, res.error_message) for res in r.results if res.error_code]
             assert not bad, bad
 
+    def client_quotas(self, client_id: str) -> dict[str, float]:
+        """The quotas of client id entity ``client_id`` (DescribeClientQuotas, strict)."""
+        r = self.request(48, 1, {"components": [{"entity_type": "client-id", "match_type": 0, "match": client_id}],
+                                 "strict": True})
+        assert r.error_code == E.NONE, E(r.error_code).name
+        return {v.key: v.value for entry in r.entries for v in entry.values}
+
     def scram_user(self, user: str) -> tuple[int, list[int]]:
         """(error code, mechanism codes) of one user from DescribeUserScramCredentials."""
         r = self.request(50, 0, {"users": [{"name": user}]})

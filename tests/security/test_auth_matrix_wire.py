@@ -793,6 +793,21 @@ ROWS: list[Row] = [
         lambda w, c: w.request(51, 0, {"deletions": [], "upsertions": [scram_upsertion(_scram_target(c), "pw-1")]}),
         lambda r, c: [x.error_code for x in r.results], state=lambda c: c.admin.scram_user(_scram_target(c)),
         allowed=lambda r, c, b: c.admin.scram_user(_scram_target(c))[0] == E.NONE or pytest.fail("not created")),
+    # ---------------------------------------------------------------- client quotas (KIP-546)
+    Row("describe_client_quotas", 48, 1, (Need(C, O.DESCRIBE_CONFIGS),),
+        lambda w, c: w.request(48, 1, {"components": [], "strict": False}), top_code,
+        setup=lambda c: c.admin.request(49, 1, {"validate_only": False, "entries": [
+            {"entity": [{"entity_type": "client-id", "entity_name": "matrix-quota"}],
+             "ops": [{"key": "request_percentage", "value": 1000.0, "remove": False}]}]}),
+        leak=lambda r, c: not r.entries or pytest.fail("quotas leaked"),
+        allowed=lambda r, c, b: r.entries or pytest.fail("no quotas described")),
+    Row("alter_client_quotas", 49, 1, (Need(C, O.ALTER_CONFIGS),),
+        lambda w, c: w.request(49, 1, {"validate_only": False, "entries": [
+            {"entity": [{"entity_type": "client-id", "entity_name": _acl_target(c)}],
+             "ops": [{"key": "consumer_byte_rate", "value": 1e12, "remove": False}]}]}),
+        lambda r, c: [x.error_code for x in r.entries], state=lambda c: c.admin.client_quotas(_acl_target(c)),
+        allowed=lambda r, c, b: c.admin.client_quotas(_acl_target(c)) == {"consumer_byte_rate": 1e12}
+        or pytest.fail("quota not set")),
     # ---------------------------------------------------------------- no ACL: the SASL exchange itself
     Row("api_versions", 18, 3, (), lambda w, c: w.request(18, 3, API_VERSIONS_V3), top_code),
     Row("sasl_handshake", 17, 1, (), lambda w, c: w.request(17, 1, {"mechanism": "PLAIN"}), top_code),

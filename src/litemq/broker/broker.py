@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from litemq import limits
 from litemq.broker import dynamic_config
+from litemq.broker.client_quota_manager import ClientQuotaManager
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
@@ -107,6 +108,8 @@ class BrokerRuntime:
                 self.on_broker_configs_changed()
             self.authorizer = create_authorizer(self)  # None unless authorizer.class.name is set
             self.connections: set[Connection] = set()
+            self.client_quotas = ClientQuotaManager(lambda: self.metadata.client_quotas,
+                                                    lambda: time.monotonic() * 1000.0)
             self.handlers: dict[int, Callable[..., Any]] = {}
             self.api_versions: dict[int, tuple[int, int]] = {}
             self.coordinator = None

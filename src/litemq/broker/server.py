@@ -31,6 +31,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
 
 from litemq import limits
+from litemq.broker.client_quota_manager import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    REQUEST_QUOTA_EXEMPT_API_KEYS,
+    ClientQuotaManager,
+)
 from litemq.broker.context import RequestContext
 from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
@@ -60,10 +67,12 @@ class ServerRuntime(Protocol):
     """api_key -> handler(ctx, request) returning a body, a coroutine producing one, or None (acks=0)."""
     metrics: BrokerMetrics
     """Request metrics: ``on_response(api_key, version, started)`` per answered request."""
+    client_quotas: ClientQuotaManager
+    """Client quota rates and throttle times (:mod:`litemq.broker.client_quota_manager`)."""
 
     @property
     def metadata(self) -> Any:
-        """The cluster metadata (SCRAM credentials for SASL/SCRAM connections)."""
+        """The cluster metadata (SCRAM credentials for SASL/SCRAM connections; ``client_quotas``)."""
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         """Run ``coro`` as a task the runtime keeps a reference to (and cancels on stop)."""
@@ -87,12 +96,16 @@ _TLS_CHUNK_BYTES = 256 * 1024
 class _Slot:
     """A response position in the connection's ordered output queue."""
 
-    __slots__ = ("parts", "ready", "started")
+    __slots__ = ("parts", "ready", "started", "throttle_ms", "busy_s")
 
     def __init__(self) -> None:
         self.parts: list[Any] | None = None
         self.ready = False
         self.started = time.perf_counter()  # request latency metrics (litemq.metrics)
+        self.throttle_ms = 0
+        """Throttle time a client quota already set (Produce: ``producer_byte_rate``)."""
+        self.busy_s = -1.0
+        """Seconds the event loop spent on the request so far (-1: no quota measures it)."""
 
 
 class Connection(asyncio.Protocol):
@@ -131,6 +144,7 @@ class Connection(asyncio.Protocol):
         self._writer_task: asyncio.Task | None = None
         self._pending_parts: deque[Any] = deque()
         self._held = False
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self._close_when_flushed = False
         self._close_linger_s = 0.0
         self.sasl_session = new_sasl_session(self)
@@ -203,6 +217,9 @@ class Connection(asyncio.Protocol):
                 log.exception("connection close callback failed")
         if self._writer_task is not None:
             self._writer_task.cancel()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -225,7 +242,7 @@ class Connection(asyncio.Protocol):
             return
         pos = 0
         n = len(buf)
-        while n - pos >= 4 and not self._held:
+        while n - pos >= 4 and not self._held and self._throttle_timer is None:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > limits.MAX_REQUEST_FRAME_BYTES:
                 self.abort(f"frame size {size} outside 0..{limits.MAX_REQUEST_FRAME_BYTES}")
@@ -280,12 +297,22 @@ class Connection(asyncio.Protocol):
         # acks=0 produce gets no response at all (Kafka protocol guide).
         expects_response = not (api_key == 0 and request.acks == 0)
         slot = self._new_slot() if expects_response else None
+        measured = bool(runtime.metadata.client_quotas.entities)  # any client quota at all (one call)
+        if measured:
+            busy_from = time.perf_counter()
+            throttle_ms = self._quota_before(runtime.client_quotas, api_key, header, request, len(frame))
+            if slot is None:  # acks=0: no response to carry it; the connection is muted all the same
+                self.throttle(throttle_ms, PRODUCER_BYTE_RATE)
+            else:
+                slot.throttle_ms = throttle_ms
         try:
             result = handler(ctx, request)
         except Exception as exc:  # a handler bug must not take the broker down
             log.exception("handler for api_key=%d v%d failed", api_key, version)
             self.abort(f"internal error: {exc}")
             return
+        if measured and slot is not None and api_key not in REQUEST_QUOTA_EXEMPT_API_KEYS:
+            slot.busy_s = time.perf_counter() - busy_from
         if isinstance(result, asyncio.Future):  # a handler's own future (produce acks=all): no task
             result.add_done_callback(lambda t: self._task_done(t, header, slot))
         elif asyncio.iscoroutine(result):
@@ -309,14 +336,89 @@ class Connection(asyncio.Protocol):
     def _respond(self, slot: _Slot, header: frames.RequestHeader, body: Any) -> None:
         if self._closed:
             return
+        encode_from = time.perf_counter()
         try:
             parts = frames.encode_response(header.correlation_id, header.api_key, header.api_version, body)
         except Exception as exc:
             log.exception("cannot encode response api_key=%d v%d", header.api_key, header.api_version)
             self.abort(f"internal error encoding response: {exc}")
             return
+        if slot.throttle_ms or slot.busy_s >= 0:
+            parts = self._quota_after(slot, header, body, parts, encode_from)
+            if parts is None:
+                return
         self._finish(slot, parts)
         self.runtime.metrics.on_response(header.api_key, header.api_version, slot.started)
+
+    # ------------------------------------------------------------ client quotas
+    def _quota_before(self, quotas: ClientQuotaManager, api_key: int, header: frames.RequestHeader,
+                      request: Any, frame_bytes: int) -> int:
+        """Before a request's handler runs, with client quotas in force: record a Produce
+        request's size (its throttle time is returned) and cap a Fetch at what the consumer
+        byte rate lets through in one window (Kafka ``maxValueInQuotaWindow``)."""
+        client_id = header.client_id or ""
+        if api_key == 0:
+            return quotas.record(PRODUCER_BYTE_RATE, self.principal.name, client_id, frame_bytes)
+        if api_key == 1 and header.api_version >= 3:
+            cap = quotas.max_fetch_bytes(self.principal.name, client_id)
+            if cap is not None and request.max_bytes > cap:
+                request.max_bytes = max(cap, 1)
+                request.min_bytes = min(request.min_bytes, request.max_bytes)
+        return 0
+
+    def _quota_after(self, slot: _Slot, header: frames.RequestHeader, body: Any, parts: list[Any],
+                     encode_from: float) -> list[Any] | None:
+        """With client quotas in force, once a response is encoded: record a Fetch response's
+        size and the request's event-loop time, put the largest throttle time earned into the
+        response and mute the connection for it. A Fetch response that violates the consumer
+        byte rate is replaced by an empty one (Kafka ``getThrottledResponse``). Returns the
+        parts to send (None when encoding failed and the connection was closed)."""
+        quotas = self.runtime.client_quotas
+        user, client_id = self.principal.name, header.client_id or ""
+        throttle_ms, key = slot.throttle_ms, PRODUCER_BYTE_RATE
+        if header.api_key == 1:
+            size = sum(p.length if isinstance(p, FileRegion) else len(p) for p in parts)
+            fetch_ms = quotas.record(CONSUMER_BYTE_RATE, user, client_id, size)
+            if fetch_ms > 0:
+                quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size)
+                throttle_ms, key = fetch_ms, CONSUMER_BYTE_RATE
+                given = body if isinstance(body, dict) else {}
+                body = {"throttle_time_ms": 0, "error_code": given.get("error_code", 0),
+                        "session_id": given.get("session_id", 0), "responses": [], "node_endpoints": []}
+        if slot.busy_s >= 0:
+            busy_s = slot.busy_s + (time.perf_counter() - encode_from)
+            request_ms = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy_s * 100.0)
+            if request_ms > throttle_ms:
+                throttle_ms, key = request_ms, REQUEST_PERCENTAGE
+        if throttle_ms <= 0:
+            return parts
+        if isinstance(body, dict) and "throttle_time_ms" in body:
+            body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), throttle_ms)
+            try:
+                parts = frames.encode_response(header.correlation_id, header.api_key, header.api_version, body)
+            except Exception as exc:
+                log.exception("cannot encode response api_key=%d v%d", header.api_key, header.api_version)
+                self.abort(f"internal error encoding response: {exc}")
+                return None
+        self.throttle(throttle_ms, key)
+        return parts
+
+    def throttle(self, throttle_ms: int, quota_key: str) -> None:
+        """Read no further request from this connection for ``throttle_ms`` (KIP-219: the
+        response carrying the throttle time goes out at once; the channel stays muted)."""
+        if throttle_ms <= 0 or self._closed:
+            return
+        self.runtime.client_quotas.note_throttle(quota_key, throttle_ms)
+        if self._throttle_timer is not None:
+            if self._throttle_timer.when() >= self.runtime.loop.time() + throttle_ms / 1000:
+                return
+            self._throttle_timer.cancel()
+        self._throttle_timer = self.runtime.loop.call_later(throttle_ms / 1000, self._end_throttle)
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttle_timer = None
+        self._resume_decoding()
 
     def _new_slot(self) -> _Slot:
         slot = _Slot()
@@ -399,7 +501,7 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self._closed or self._handshaking:
             return
-        should_pause = (self._write_paused or self._held
+        should_pause = (self._write_paused or self._held or self._throttle_timer is not None
                         or len(self._slots) >= limits.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION)
         if should_pause and not self._paused_reading:
             self._paused_reading = True
@@ -417,6 +519,11 @@ class Connection(asyncio.Protocol):
     def release_requests(self) -> None:
         """Resume decoding requests, starting with those that arrived while held."""
         self._held = False
+        self._resume_decoding()
+
+    def _resume_decoding(self) -> None:
+        """Read again unless something else holds the connection, and decode the requests that
+        arrived meanwhile (a SASL step or a quota throttle ended)."""
         self._update_reading()
         if self._buf and not self._closed:
             self.data_received(b"")

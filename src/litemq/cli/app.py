@@ -1,7 +1,7 @@
 """Entry point of the ``litemq`` console script: the click group with every command registered."""
 
 from litemq.cli import (client_commands, cluster_commands, config_commands, group_commands, partition_commands,
-                        pipeline_commands, rebalance_commands, security_commands, share_group_commands)
+                        pipeline_commands, quota_commands, rebalance_commands, security_commands, share_group_commands)
 from litemq.cli.main import main
 
 client_commands.register(main)
@@ -11,6 +11,7 @@ pipeline_commands.register(main)
 cluster_commands.register(main)
 security_commands.register(main)
 config_commands.register(main)
+quota_commands.register(main)
 partition_commands.register(main)
 rebalance_commands.register(main)
 

@@ -34,6 +34,7 @@ producer_ids            ``node_id``, ``start``, ``count`` (a block, KIP-730 styl
 create_acls             ``acls`` (binding rows; see :mod:`litemq.security.records`)
 delete_acls             ``filters`` (every binding matching one is removed)
 alter_scram_credentials ``deletions``, ``upsertions`` (KIP-554)
+alter_client_quotas     ``changes`` (KIP-546; see :mod:`litemq.security.client_quotas`)
 change_partition        ``name``, ``partition``, ``replicas`` (every broker that hosts a replica,
                         target first: Kafka's PartitionChangeRecord ``Replicas``), ``target``
                         and ``original`` (the reassignment in progress, KIP-455; both null when
@@ -55,6 +56,7 @@ from litemq.cluster.metadata import TopicInfo, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.security.client_quotas import ClientQuotaStore
 
 __all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "Reassignment", "assign_replicas", "check_replica_list", "encode_record", "decode_record",
            "endpoints_from_json", "endpoints_to_json",
@@ -285,6 +287,7 @@ class MetadataImage:
         next_producer_id: first producer id not handed out in a block yet.
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
+        client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
         broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
             string -> Kafka config name -> value.
         reassignments: (topic, partition) -> :class:`Reassignment` in progress.
@@ -300,6 +303,7 @@ class MetadataImage:
         self.next_producer_id = 0
         self.acls = AclStore()
         self.scram_credentials: dict = {}
+        self.client_quotas = ClientQuotaStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.unregistered: dict[int, str] = {}
@@ -459,6 +463,7 @@ class MetadataImage:
 
     _apply_delete_acls = _apply_create_acls
     _apply_alter_scram_credentials = _apply_create_acls
+    _apply_alter_client_quotas = _apply_create_acls
 
     # ------------------------------------------------------------ snapshots
     def to_json(self) -> dict:
@@ -472,6 +477,7 @@ class MetadataImage:
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
+            "client_quotas": self.client_quotas.to_json(),
             "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
             "unregistered": {str(n): inc for n, inc in self.unregistered.items()},
         }
@@ -497,6 +503,7 @@ class MetadataImage:
             img._by_id[info.topic_id] = info
         img.acls = AclStore.from_json(d.get("acls", []))
         img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
+        img.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
         img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
                              for t, i, target, original in d.get("reassignments") or ()}
         img.unregistered = {int(n): str(inc) for n, inc in dict(d.get("unregistered") or {}).items()}

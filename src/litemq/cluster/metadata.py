@@ -20,6 +20,7 @@ from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.security.client_quotas import ClientQuotaStore
 from litemq.storage.manager import METADATA_DIR_NAME
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class ClusterMetadata:
         topics: name -> :class:`TopicInfo`.
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
+        client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
         broker_configs: dynamic broker configs: "" (the default) or the node id as a string ->
             Kafka config name -> value (``kafka-configs.sh --entity-type brokers``).
 
@@ -104,6 +106,7 @@ class ClusterMetadata:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self.acls = AclStore()
         self.scram_credentials: dict = {}
+        self.client_quotas = ClientQuotaStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._new_cluster_id = new_cluster_id
         self._next_producer_id = 0
@@ -119,6 +122,7 @@ class ClusterMetadata:
             self._by_id = {t.topic_id: t for t in self.topics.values()}
             self.acls = AclStore.from_json(d.get("acls", []))
             self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
+            self.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
             self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                                    for k, c in dict(d.get("broker_configs") or {}).items()}
             # Reserved blocks are not handed out again after a restart (as Kafka's
@@ -135,6 +139,7 @@ class ClusterMetadata:
             "topics": [t.to_json() for t in self.topics.values()],
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
+            "client_quotas": self.client_quotas.to_json(),
             "broker_configs": self.broker_configs,
         }
         tmp = self._path.with_suffix(".tmp")
@@ -216,7 +221,7 @@ class ClusterMetadata:
         self._next_producer_id += 1
         return pid
 
-    # ------------------------------------------------------------ ACLs, SCRAM credentials
+    # ------------------------------------------------------------ ACLs, SCRAM credentials, client quotas
     def apply_security_record(self, rec: dict) -> None:
         """Apply a record planned by :func:`litemq.security.records.plan` and persist.
 

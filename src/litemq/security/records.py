@@ -1,11 +1,12 @@
-"""ACLs and SCRAM credentials as cluster metadata: planning changes and applying their records.
+"""ACLs, SCRAM credentials and client quotas as cluster metadata: planning changes and applying their records.
 
 The same code serves both metadata stores: the single broker's
 :class:`~litemq.cluster.metadata.ClusterMetadata` (plan, then apply and persist at once) and the
 replicated :class:`~litemq.cluster.image.MetadataImage` (the metadata leader plans against its
 image and proposes the record; every broker applies it when committed). A *state* is any object
-with ``acls`` (:class:`~litemq.security.acls.AclStore`) and ``scram_credentials``
-(``dict[user, dict[mechanism name, ScramCredential]]``).
+with ``acls`` (:class:`~litemq.security.acls.AclStore`), ``scram_credentials``
+(``dict[user, dict[mechanism name, ScramCredential]]``) and ``client_quotas``
+(:class:`~litemq.security.client_quotas.ClientQuotaStore`).
 
 Actions (:func:`plan`) and the records they produce (:func:`apply`):
 
@@ -17,6 +18,8 @@ delete_acls              ``filters``: filter rows                     ``filters`
 alter_scram_credentials  ``deletions``: ``[user, mechanism code]``,   ``deletions``: ``[user,
                          ``upsertions``: ``[user, mechanism code,     mechanism]``, ``upsertions``:
                          iterations, salt hex, salted password hex]`` ``[user, credential json]``
+alter_client_quotas      ``entries``, ``validate_only``: see           ``changes``: ``[entity, {key:
+                         :func:`litemq.security.client_quotas.plan`   value}, [removed keys]]``
 ======================== ============================================ =============================
 
 A delete_acls record carries the filters, not the bindings, so deleting every ACL stays one
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.security import client_quotas
 from litemq.security.acls import (
     UNKNOWN_CODE,
     AclBinding,
@@ -47,7 +51,7 @@ from litemq.security.credentials import (
     credential_from_salted_password,
 )
 
-ACTIONS = frozenset({"create_acls", "delete_acls", "alter_scram_credentials"})
+ACTIONS = frozenset({"create_acls", "delete_acls", "alter_scram_credentials", "alter_client_quotas"})
 """Metadata actions (and record types) this module plans and applies."""
 
 _OK = ErrorCode.NONE
@@ -79,6 +83,8 @@ def plan(state, action: str, args: dict) -> tuple[dict | None, dict]:
             return _plan_delete_acls(state, list(args["filters"]))
         if action == "alter_scram_credentials":
             return _plan_alter_scram(state, list(args.get("deletions") or ()), list(args.get("upsertions") or ()))
+        if action == "alter_client_quotas":
+            return client_quotas.plan(state, args)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise KafkaError(f"malformed {action} request: {exc}", ErrorCode.INVALID_REQUEST) from None
     raise KafkaError(f"unknown security action {action!r}", ErrorCode.INVALID_REQUEST)
@@ -239,6 +245,8 @@ def apply(state, rec: dict) -> None:
                     del creds[user]
         for user, cred in upserts:
             creds.setdefault(user, {})[cred.mechanism] = cred
+    elif kind == "alter_client_quotas":
+        client_quotas.apply(state, rec)
     else:
         raise ValueError(f"not a security record: {kind!r}")
 

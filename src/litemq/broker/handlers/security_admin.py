@@ -1,5 +1,6 @@
-"""ACL and SCRAM credential administration: DescribeAcls (29), CreateAcls (30), DeleteAcls (31),
-DescribeUserScramCredentials (50), AlterUserScramCredentials (51).
+"""ACL, SCRAM credential and client quota administration: DescribeAcls (29), CreateAcls (30),
+DeleteAcls (31), DescribeClientQuotas (48), AlterClientQuotas (49), DescribeUserScramCredentials
+(50), AlterUserScramCredentials (51).
 
 ACLs and credentials live in the cluster metadata (:mod:`litemq.security.records`). A change
 received by any broker goes through the metadata leader in a cluster (``cluster.admin``, which
@@ -20,6 +21,11 @@ Rules (Kafka 3.9 ``AclApis``, ``KafkaApis``, ``AclControlManager``, ``ScramContr
   UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND (deleting or describing a missing
   credential), DUPLICATE_RESOURCE (a user twice in one request). Works with or without an
   authorizer (KIP-554).
+- DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster (top-level
+  CLUSTER_AUTHORIZATION_FAILED), AlterClientQuotas ALTER_CONFIGS (each entry gets it). Filters
+  and alterations follow :mod:`litemq.security.client_quotas` (KIP-546); a bad filter is a
+  top-level INVALID_REQUEST (UNSUPPORTED_VERSION for an unknown entity type), a bad entry an
+  INVALID_REQUEST of its own.
 """
 
 from __future__ import annotations
@@ -135,6 +141,47 @@ async def handle_delete_acls(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "filter_results": out}
 
 
+# ================================================================== client quotas
+def handle_describe_client_quotas(ctx, req) -> dict:
+    """DescribeClientQuotas v0-1 (KIP-546)."""
+    out = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": None}
+    if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+        out.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_AUTHORIZATION_MESSAGE)
+        return out
+    try:
+        found = ctx.runtime.metadata.client_quotas.describe(
+            [(c.entity_type, c.match_type, c.match) for c in req.components], bool(req.strict))
+    except KafkaError as exc:
+        out.update(error_code=exc.code, error_message=str(exc))
+        return out
+    out["entries"] = [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                       "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())]}
+                      for entity, values in found]
+    return out
+
+
+async def handle_alter_client_quotas(ctx, req) -> dict:
+    """AlterClientQuotas v0-1 (KIP-546): one result per entry, in request order."""
+    entries = [[[[e.entity_type, e.entity_name] for e in entry.entity],
+                [[op.key, op.value, bool(op.remove)] for op in entry.ops]] for entry in req.entries]
+    n = len(entries)
+    if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER):
+        results = [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_MESSAGE]] * n
+    else:
+        try:
+            results = (await metadata_change(ctx.runtime, "alter_client_quotas", entries=entries,
+                                             validate_only=bool(req.validate_only)))["results"]
+        except KafkaError as exc:
+            results = [[exc.code, str(exc)]] * n
+        if not req.validate_only and any(code == ErrorCode.NONE for code, _ in results):
+            log.info("AlterClientQuotas from %s: %d of %d entr%s applied", ctx.client_id,
+                     sum(1 for code, _ in results if code == ErrorCode.NONE), n, "y" if n == 1 else "ies")
+    return {"throttle_time_ms": 0, "entries": [
+        {"error_code": code, "error_message": msg, "entity": [{"entity_type": t, "entity_name": name}
+                                                              for t, name in pairs]}
+        for (code, msg), (pairs, _ops) in zip(results, entries)]}
+
+
 # ================================================================== SCRAM credentials
 def handle_describe_user_scram_credentials(ctx, req) -> dict:
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
@@ -171,5 +218,7 @@ def register(runtime) -> None:
     runtime.register(29, handle_describe_acls)
     runtime.register(30, handle_create_acls)
     runtime.register(31, handle_delete_acls)
+    runtime.register(48, handle_describe_client_quotas)
+    runtime.register(49, handle_alter_client_quotas)
     runtime.register(50, handle_describe_user_scram_credentials)
     runtime.register(51, handle_alter_user_scram_credentials)

@@ -1,0 +1,184 @@
+"""Client quota enforcement on one broker: rates per user / client id and throttle times
+(Kafka ``ClientQuotaManager``, ``ClientRequestQuotaManager``, ``QuotaUtils``; KIP-13, KIP-55,
+KIP-124, KIP-219).
+
+The quotas themselves are cluster metadata (:mod:`litemq.security.client_quotas`); each broker
+measures and enforces them on its own traffic, as Kafka's brokers do (a quota is per broker).
+
+- **Produce** (``producer_byte_rate``): the size of each Produce request is recorded.
+- **Fetch** (``consumer_byte_rate``): the size of each Fetch response is recorded; a Fetch asks
+  for at most what the quota lets through in one window (Kafka ``maxValueInQuotaWindow``:
+  ``quota x (samples - 1) x window``), and a response that violates the quota is not sent: an
+  empty one carrying the throttle time goes instead, and its bytes are taken back off the rate.
+- **Requests** (``request_percentage``): the time the event loop spends on each request (its
+  handler's synchronous part and the response's encoding) as a percentage of one thread; the
+  throttle is at most one window. ApiVersions and the SASL handshake are exempt.
+
+A rate is Kafka's ``Rate`` over a ``SampledStat``: ``CLIENT_QUOTA_WINDOW_SAMPLES`` samples of
+``CLIENT_QUOTA_WINDOW_MS``, the total divided by the elapsed window (at least ``samples - 1``
+whole windows). A value that takes the rate above the quota gives the throttle time that brings
+it back, ``(rate - quota) / quota x window``: it goes into the response's ``throttle_time_ms``
+and the connection reads no further request for that long (KIP-219: the client holds off too).
+
+Event-loop thread only; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from litemq import limits
+from litemq.security.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotaStore,
+)
+
+_SAMPLES = limits.CLIENT_QUOTA_WINDOW_SAMPLES
+_WINDOW_MS = limits.CLIENT_QUOTA_WINDOW_MS
+_PURGE_EVERY_MS = 60_000
+
+REQUEST_QUOTA_EXEMPT_API_KEYS = frozenset({17, 18, 36})
+"""SaslHandshake, ApiVersions, SaslAuthenticate: never throttled by ``request_percentage``."""
+
+
+class SampledRate:
+    """Kafka's ``Rate`` of a ``SampledStat`` (see the module docstring). Times in ms."""
+
+    __slots__ = ("starts", "values", "last_ms")
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.values: list[float] = []
+        self.last_ms = 0.0
+
+    def _purge(self, now_ms: float) -> None:
+        expire = now_ms - _SAMPLES * _WINDOW_MS
+        while self.starts and self.starts[0] < expire:
+            del self.starts[0]
+            del self.values[0]
+
+    def record(self, value: float, now_ms: float) -> None:
+        """Add ``value`` at ``now_ms`` (a new sample when the current one is a window old)."""
+        self._purge(now_ms)
+        self.last_ms = now_ms
+        if not self.starts or now_ms >= self.starts[-1] + _WINDOW_MS:
+            self.starts.append(now_ms)
+            self.values.append(0.0)
+            if len(self.starts) > _SAMPLES:
+                del self.starts[0]
+                del self.values[0]
+        self.values[-1] += value
+
+    def window_ms(self, now_ms: float) -> float:
+        """Kafka ``Rate.windowSize``: time since the oldest sample, at least ``samples - 1``
+        whole windows, at least 1 ms."""
+        elapsed = now_ms - self.starts[0] if self.starts else 0.0
+        full = int(elapsed // _WINDOW_MS)
+        if full < _SAMPLES - 1:
+            elapsed += (_SAMPLES - 1 - full) * _WINDOW_MS
+        return max(elapsed, 1.0)
+
+    def rate(self, now_ms: float) -> float:
+        """Recorded values per second."""
+        self._purge(now_ms)
+        return sum(self.values) * 1000.0 / self.window_ms(now_ms)
+
+
+def throttle_time_ms(rate: float, bound: float, window_ms: float) -> int:
+    """Kafka ``QuotaUtils.throttleTime``: the delay that brings ``rate`` back to ``bound``
+    (0 when within it; ``MAX_CLIENT_QUOTA_THROTTLE_MS`` for a quota of 0)."""
+    if rate <= bound:
+        return 0
+    if bound <= 0:
+        return limits.MAX_CLIENT_QUOTA_THROTTLE_MS
+    return min(round((rate - bound) / bound * window_ms), limits.MAX_CLIENT_QUOTA_THROTTLE_MS)
+
+
+class ClientQuotaManager:
+    """Rates and throttle times of one broker.
+
+    Args:
+        store: returns the cluster's current :class:`ClientQuotaStore` (the metadata changes
+            object when a cluster installs a snapshot).
+        now_ms: the clock, in ms (the event loop's).
+
+    Attributes:
+        throttle_ms_total, throttled: per quota key, the throttle time imposed and how many
+            responses carried one (metrics).
+    """
+
+    def __init__(self, store: Callable[[], ClientQuotaStore], now_ms: Callable[[], float]) -> None:
+        self._store = store
+        self._now_ms = now_ms
+        self._sensors: dict[tuple[str, str, str], SampledRate] = {}
+        self._last_purge_ms = 0.0
+        self.throttle_ms_total: dict[str, int] = {}
+        self.throttled: dict[str, int] = {}
+
+    def record(self, key: str, user: str, client_id: str, value: float) -> int:
+        """Record ``value`` against quota ``key`` for (``user``, ``client_id``); the throttle
+        time in ms it earns (0: within the quota, or no quota applies)."""
+        found = self._store().quota(user, client_id, key)
+        if found is None:
+            return 0
+        bound, tags = found
+        now = self._now_ms()
+        sensor = self._sensor(key, tags, now)
+        sensor.record(value, now)
+        ms = throttle_time_ms(sensor.rate(now), bound, sensor.window_ms(now))
+        if key == REQUEST_PERCENTAGE:
+            ms = min(ms, limits.MAX_REQUEST_QUOTA_THROTTLE_MS)
+        return ms
+
+    def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
+        """Take ``value`` back (a throttled Fetch response that was not sent)."""
+        found = self._store().quota(user, client_id, key)
+        if found is not None:
+            now = self._now_ms()
+            self._sensor(key, found[1], now).record(-value, now)
+
+    def max_fetch_bytes(self, user: str, client_id: str) -> int | None:
+        """The most a Fetch may return at once under ``consumer_byte_rate`` (Kafka
+        ``maxValueInQuotaWindow``), or None when no such quota applies."""
+        found = self._store().quota(user, client_id, CONSUMER_BYTE_RATE)
+        if found is None:
+            return None
+        return int(found[0] * (_SAMPLES - 1) * _WINDOW_MS / 1000)
+
+    def note_throttle(self, key: str, ms: int) -> None:
+        """A response carried ``ms`` of throttle for quota ``key`` (metrics)."""
+        self.throttle_ms_total[key] = self.throttle_ms_total.get(key, 0) + ms
+        self.throttled[key] = self.throttled.get(key, 0) + 1
+
+    def _sensor(self, key: str, tags: tuple[str, str], now_ms: float) -> SampledRate:
+        sensors = self._sensors
+        name = (key, tags[0], tags[1])
+        sensor = sensors.get(name)
+        if sensor is None:
+            if len(sensors) >= limits.MAX_CLIENT_QUOTA_SENSORS or now_ms - self._last_purge_ms > _PURGE_EVERY_MS:
+                self._purge(now_ms)
+            sensor = sensors[name] = SampledRate()
+        return sensor
+
+    def _purge(self, now_ms: float) -> None:
+        """Drop rates idle for ``CLIENT_QUOTA_SENSOR_IDLE_MS``; at the bound, the idlest half."""
+        self._last_purge_ms = now_ms
+        sensors = self._sensors
+        for name in [n for n, s in sensors.items() if now_ms - s.last_ms > limits.CLIENT_QUOTA_SENSOR_IDLE_MS]:
+            del sensors[name]
+        if len(sensors) >= limits.MAX_CLIENT_QUOTA_SENSORS:
+            for name, _ in sorted(sensors.items(), key=lambda kv: kv[1].last_ms)[: len(sensors) // 2]:
+                del sensors[name]
+
+
+def principal_name(connection: Any) -> str:
+    """The user name client quotas key on: the connection principal's name (``ANONYMOUS``
+    on an unauthenticated listener, as in Kafka)."""
+    return connection.principal.name
+
+
+__all__ = ["ClientQuotaManager", "SampledRate", "throttle_time_ms", "principal_name",
+           "REQUEST_QUOTA_EXEMPT_API_KEYS", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE"]
