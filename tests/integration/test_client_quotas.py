@@ -282,3 +282,53 @@ def _metrics_case(broker_proc, quota_key: str) -> None:
                 if resp.throttle_time_ms:
                     break
             assert resp.throttle_time_ms > 0
+
+
+def test_connection_creation_rate_refuses_connections_over_the_ip_quota(broker_proc):
+    """KIP-612: 2 connections/s from 127.0.0.1 lets 20 in within the first 10 s window; the
+    next one is not served and is closed after its throttle time; other IPs' quotas do not apply."""
+    with WireClient("127.0.0.1", broker_proc.port) as w:
+        assert [r.error_code for r in _alter(w, [([("ip", "127.0.0.1")], [("connection_creation_rate", 2)]),
+                                                 ([("ip", "10.9.8.7")], [("connection_creation_rate", 1)])])] == [0, 0]
+    served = []
+    for _ in range(20):  # connections made before the quota existed do not count
+        c = WireClient("127.0.0.1", broker_proc.port)
+        served.append(c)
+        assert _answers_within(c, 5.0, "conn")
+    refused = WireClient("127.0.0.1", broker_proc.port)  # the 21st: 2.1/s over 10 s, 0.5 s throttle
+    try:
+        started = time.monotonic()
+        assert refused.is_closed_by_peer(5.0)  # never served, closed once its throttle ended
+        assert 0.3 < time.monotonic() - started < 3.0
+    finally:
+        refused.close()
+        for c in served:
+            assert _answers_within(c, 5.0, "conn")  # the connections already open keep working
+            c.close()
+
+
+def test_controller_mutation_rate_refuses_topics_once_the_bucket_is_empty(broker_proc):
+    """KIP-599: 1 partition/s gives a burst of 11; CreateTopics v6+ refuses the next topic with
+    THROTTLING_QUOTA_EXCEEDED once the bucket is below zero, CreateTopics v5 only throttles."""
+    with WireClient("127.0.0.1", broker_proc.port) as w:
+        assert [r.error_code for r in _alter(w, [([("client-id", "creator")], [("controller_mutation_rate", 1)])])] == [0]
+
+        def create(version: int, *names: str, partitions: int = 6):
+            return w.request(19, version, {"timeout_ms": 10_000, "validate_only": False, "topics": [
+                {"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+                for n in names]}, client_id="creator")
+
+        first = create(7, "mut-a", "mut-b", "mut-c")  # 11 credits: a (6) leaves 5, b (6) leaves -1, c refused
+        assert [(t.name, t.error_code) for t in first.topics] == [
+            ("mut-a", 0), ("mut-b", 0), ("mut-c", E.THROTTLING_QUOTA_EXCEEDED)]
+        assert first.topics[2].error_message == "The throttling quota has been exceeded."
+        assert 900 <= first.throttle_time_ms <= 1000  # -1 credit at 1/s: back at 0 in 1 s
+        time.sleep(first.throttle_time_ms / 1000 + 0.1)  # the connection was muted meanwhile
+        old = create(5, "mut-d", "mut-e")  # permissive: both created, the bucket deep below zero
+        assert [t.error_code for t in old.topics] == [0, 0]
+        assert 11_000 <= old.throttle_time_ms <= 12_100
+    with WireClient("127.0.0.1", broker_proc.port) as other:  # another client id has no quota
+        resp = other.request(19, 7, {"timeout_ms": 10_000, "validate_only": False, "topics": [
+            {"name": "mut-f", "num_partitions": 50, "replication_factor": 1, "assignments": [], "configs": []}]},
+            client_id="someone-else")
+        assert resp.topics[0].error_code == 0 and resp.throttle_time_ms == 0

@@ -90,3 +90,23 @@ def test_manager_throttles_only_past_the_quota_and_unrecord_takes_bytes_back():
     manager.unrecord("producer_byte_rate", "ANONYMOUS", "app", 10_000)
     assert manager.record("producer_byte_rate", "ANONYMOUS", "app", 0) == 0
     assert manager.max_fetch_bytes("ANONYMOUS", "app") is None  # no consumer quota
+
+
+def test_mutation_bucket_bursts_refills_and_goes_into_debt():
+    img = MetadataImage()
+    rec, _ = security_records.plan(img, "alter_client_quotas", {"entries": [
+        [[["client-id", "app"]], [["controller_mutation_rate", 2.0, False]]]]})
+    img.apply(rec)
+    now = [0.0]
+    manager = ClientQuotaManager(lambda: img.client_quotas, lambda: now[0])
+    assert not manager.mutations_exhausted("u", "app")  # a full bucket: 2/s x 11 s = 22 credits
+    manager.record_mutations("u", "app", 30)
+    assert manager.mutations_exhausted("u", "app") and manager.mutation_throttle_ms("u", "app") == 4000
+    now[0] = 4000.0  # 4 s at 2/s: back at zero
+    assert not manager.mutations_exhausted("u", "app") and manager.mutation_throttle_ms("u", "app") == 0
+    now[0] = 60_000.0
+    manager.record_mutations("u", "app", 22)  # refilled only up to the burst
+    assert manager.mutation_throttle_ms("u", "app") == 0 and not manager.mutations_exhausted("u", "app")
+    manager.record_mutations("u", "app", 1)
+    assert manager.mutations_exhausted("u", "app")
+    assert not manager.mutations_exhausted("u", "other")  # no quota for that client id

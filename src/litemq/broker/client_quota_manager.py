@@ -13,6 +13,12 @@ measures and enforces them on its own traffic, as Kafka's brokers do (a quota is
 - **Requests** (``request_percentage``): the time the event loop spends on each request (its
   handler's synchronous part and the response's encoding) as a percentage of one thread; the
   throttle is at most one window. ApiVersions and the SASL handshake are exempt.
+- **Connections** (``connection_creation_rate`` of an IP, KIP-612): a connection that breaks it
+  is not served and is closed after the throttle time, and does not count.
+- **Controller mutations** (``controller_mutation_rate``, KIP-599): partitions created
+  (CreateTopics, CreatePartitions) or deleted (DeleteTopics) come out of a token bucket; while it
+  is below zero, the topics of a request at a KIP-599 version are refused with
+  THROTTLING_QUOTA_EXCEEDED, older versions are only throttled.
 
 A rate is Kafka's ``Rate`` over a ``SampledStat``: ``CLIENT_QUOTA_WINDOW_SAMPLES`` samples of
 ``CLIENT_QUOTA_WINDOW_MS``, the total divided by the elapsed window (at least ``samples - 1``
@@ -25,12 +31,14 @@ Event-loop thread only; no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
 
 from litemq import limits
 from litemq.security.client_quotas import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     ClientQuotaStore,
@@ -87,6 +95,28 @@ class SampledRate:
         return sum(self.values) * 1000.0 / self.window_ms(now_ms)
 
 
+class TokenBucket:
+    """KIP-599's bucket of partition mutations: it holds at most ``rate x samples x window``
+    credits and refills at ``rate`` per second; taking may leave it below zero."""
+
+    __slots__ = ("rate", "tokens", "last_ms")
+
+    def __init__(self, rate: float, now_ms: float) -> None:
+        self.rate = rate
+        self.tokens = self._burst(rate)
+        self.last_ms = now_ms
+
+    @staticmethod
+    def _burst(rate: float) -> float:
+        return rate * _SAMPLES * _WINDOW_MS / 1000
+
+    def refill(self, rate: float, now_ms: float) -> None:
+        """Add what ``rate`` (the quota now) earned since the last refill, up to the burst."""
+        self.rate = rate
+        self.tokens = min(self._burst(rate), self.tokens + (now_ms - self.last_ms) * rate / 1000)
+        self.last_ms = now_ms
+
+
 def throttle_time_ms(rate: float, bound: float, window_ms: float) -> int:
     """Kafka ``QuotaUtils.throttleTime``: the delay that brings ``rate`` back to ``bound``
     (0 when within it; ``MAX_CLIENT_QUOTA_THROTTLE_MS`` for a quota of 0)."""
@@ -114,6 +144,7 @@ class ClientQuotaManager:
         self._store = store
         self._now_ms = now_ms
         self._sensors: dict[tuple[str, str, str], SampledRate] = {}
+        self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._last_purge_ms = 0.0
         self.throttle_ms_total: dict[str, int] = {}
         self.throttled: dict[str, int] = {}
@@ -148,6 +179,59 @@ class ClientQuotaManager:
             return None
         return int(found[0] * (_SAMPLES - 1) * _WINDOW_MS / 1000)
 
+    def record_connection(self, ip: str) -> int:
+        """A new connection from ``ip`` (KIP-612 ``connection_creation_rate``): the throttle
+        time in ms when it breaks the IP's quota - the connection is then not served, not
+        counted, and closed after that time (Kafka ``ConnectionQuotas``) - else 0."""
+        bound = self._store().ip_quota(ip)
+        if bound is None:
+            return 0
+        now = self._now_ms()
+        sensor = self._sensor(CONNECTION_CREATION_RATE, (ip, ""), now)
+        sensor.record(1.0, now)
+        ms = throttle_time_ms(sensor.rate(now), bound, sensor.window_ms(now))
+        if ms > 0:
+            sensor.record(-1.0, now)
+        return ms
+
+    # ------------------------------------------------------------ KIP-599 controller mutations
+    def mutations_exhausted(self, user: str, client_id: str) -> bool:
+        """True when (``user``, ``client_id``) has used its ``controller_mutation_rate``
+        credit (its bucket is below zero): a strict request's next topic is refused with
+        THROTTLING_QUOTA_EXCEEDED (Kafka ``StrictControllerMutationQuota``)."""
+        bucket = self._bucket(user, client_id)
+        return bucket is not None and bucket.tokens < 0
+
+    def record_mutations(self, user: str, client_id: str, partitions: int) -> None:
+        """Take ``partitions`` (created or deleted) from the bucket, which may go below zero."""
+        bucket = self._bucket(user, client_id)
+        if bucket is not None:
+            bucket.tokens -= partitions
+
+    def mutation_throttle_ms(self, user: str, client_id: str) -> int:
+        """How long until the bucket is back at zero (0 when it is not below)."""
+        bucket = self._bucket(user, client_id)
+        if bucket is None or bucket.tokens >= 0:
+            return 0
+        if bucket.rate <= 0:
+            return limits.MAX_CLIENT_QUOTA_THROTTLE_MS
+        return min(math.ceil(-bucket.tokens / bucket.rate * 1000), limits.MAX_CLIENT_QUOTA_THROTTLE_MS)
+
+    def _bucket(self, user: str, client_id: str) -> TokenBucket | None:
+        found = self._store().quota(user, client_id, CONTROLLER_MUTATION_RATE)
+        if found is None:
+            return None
+        bound, tags = found
+        now = self._now_ms()
+        name = (CONTROLLER_MUTATION_RATE, tags[0], tags[1])
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            if len(self._buckets) >= limits.MAX_CLIENT_QUOTA_SENSORS:
+                self._buckets.clear()
+            bucket = self._buckets[name] = TokenBucket(bound, now)
+        bucket.refill(bound, now)
+        return bucket
+
     def note_throttle(self, key: str, ms: int) -> None:
         """A response carried ``ms`` of throttle for quota ``key`` (metrics)."""
         self.throttle_ms_total[key] = self.throttle_ms_total.get(key, 0) + ms
@@ -174,11 +258,6 @@ class ClientQuotaManager:
                 del sensors[name]
 
 
-def principal_name(connection: Any) -> str:
-    """The user name client quotas key on: the connection principal's name (``ANONYMOUS``
-    on an unauthenticated listener, as in Kafka)."""
-    return connection.principal.name
-
-
-__all__ = ["ClientQuotaManager", "SampledRate", "throttle_time_ms", "principal_name",
-           "REQUEST_QUOTA_EXEMPT_API_KEYS", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE"]
+__all__ = ["ClientQuotaManager", "SampledRate", "TokenBucket", "throttle_time_ms",
+           "REQUEST_QUOTA_EXEMPT_API_KEYS", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE",
+           "CONTROLLER_MUTATION_RATE", "CONNECTION_CREATION_RATE"]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
 
 from litemq import limits
 from litemq.broker.client_quota_manager import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -161,6 +162,8 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else "?"
         self.runtime.connections.add(self)
+        if self.runtime.metadata.client_quotas.entities and self._connection_throttled(transport):
+            return
         if self._ssl_context is not None:
             # Bytes read before start_tls takes over would be TLS records fed to the Kafka
             # framing: stop reading now; start_tls resumes the socket under its TLS protocol.
@@ -415,6 +418,26 @@ class Connection(asyncio.Protocol):
             self._throttle_timer.cancel()
         self._throttle_timer = self.runtime.loop.call_later(throttle_ms / 1000, self._end_throttle)
         self._update_reading()
+
+    def _connection_throttled(self, transport: asyncio.BaseTransport) -> bool:
+        """KIP-612: a connection that breaks its IP's ``connection_creation_rate`` is not served
+        and is closed after the throttle time (Kafka ``ConnectionQuotas``); True when it is."""
+        throttle_ms = self.runtime.client_quotas.record_connection(self.client_host)
+        if throttle_ms <= 0:
+            return False
+        self.runtime.client_quotas.note_throttle(CONNECTION_CREATION_RATE, throttle_ms)
+        log.debug("connection from %s throttled for %d ms (connection_creation_rate), then closed",
+                  self.peer, throttle_ms)
+        transport.pause_reading()
+        self._paused_reading = True
+        self._throttle_timer = self.runtime.loop.call_later(throttle_ms / 1000, self._close_throttled)
+        return True
+
+    def _close_throttled(self) -> None:
+        self._throttle_timer = None
+        if not self._closed and self.transport is not None:
+            self._closed = True
+            self.transport.abort()
 
     def _end_throttle(self) -> None:
         self._throttle_timer = None

@@ -29,6 +29,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.security.client_quotas import CONTROLLER_MUTATION_RATE
 from litemq.storage.config import INTERNAL_TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,43 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4,
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+class MutationQuota:
+    """KIP-599 ``controller_mutation_rate`` for one CreateTopics, CreatePartitions or DeleteTopics
+    request (Kafka ``ControllerMutationQuotaManager``): strict from the versions KIP-599 added
+    (CreateTopics v6, CreatePartitions v3, DeleteTopics v5) - once the caller's bucket is below
+    zero, each further topic is refused with THROTTLING_QUOTA_EXCEEDED - permissive before (the
+    partitions are counted, nothing is refused). The response carries the throttle time and the
+    connection is muted for it. Nothing happens while the cluster has no client quota."""
+
+    def __init__(self, ctx, strict_since_version: int) -> None:
+        runtime = ctx.runtime
+        self.on = bool(runtime.metadata.client_quotas.entities)
+        self.quotas = runtime.client_quotas
+        self.user = ctx.connection.principal.name
+        self.client_id = ctx.client_id or ""
+        self.strict = ctx.version >= strict_since_version
+        self.connection = ctx.connection
+
+    def check(self) -> None:
+        """Raises KafkaError(THROTTLING_QUOTA_EXCEEDED) when a strict request has no credit left."""
+        if self.on and self.strict and self.quotas.mutations_exhausted(self.user, self.client_id):
+            raise KafkaError("The throttling quota has been exceeded.", ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+
+    def record(self, partitions: int) -> None:
+        if self.on:
+            self.quotas.record_mutations(self.user, self.client_id, partitions)
+
+    def throttle_ms(self) -> int:
+        """The response's throttle time; the connection is muted for it."""
+        if not self.on:
+            return 0
+        ms = self.quotas.mutation_throttle_ms(self.user, self.client_id)
+        throttle = getattr(self.connection, "throttle", None)  # not the HTTP layer's caller
+        if ms > 0 and throttle is not None:
+            throttle(ms, CONTROLLER_MUTATION_RATE)
+        return ms
+
+
 async def handle_create_topics(ctx, req) -> dict:
     runtime = ctx.runtime
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
@@ -49,6 +87,7 @@ async def handle_create_topics(ctx, req) -> dict:
     creatable = set(names) if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER) else authorized_names(
         ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     config_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, creatable)
+    quota = MutationQuota(ctx, strict_since_version=6)
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
@@ -78,9 +117,11 @@ async def handle_create_topics(ctx, req) -> dict:
                     entry.update(num_partitions=t.num_partitions if t.num_partitions > 0
                                  else runtime.config.num_partitions, replication_factor=1)
             else:
+                quota.check()
                 info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs,
                                                         assignments=manual or None,
                                                         timeout_s=deadline - runtime.loop.time())
+                quota.record(info.num_partitions)
                 rf = len(info.assignments[0]) if info.assignments else 1
                 entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
                              configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
@@ -91,7 +132,7 @@ async def handle_create_topics(ctx, req) -> dict:
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
-    return {"throttle_time_ms": 0, "topics": out}
+    return {"throttle_time_ms": quota.throttle_ms(), "topics": out}
 
 
 async def handle_delete_topics(ctx, req) -> dict:
@@ -102,6 +143,7 @@ async def handle_delete_topics(ctx, req) -> dict:
         wanted = [(name, None) for name in req.topic_names]
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
+    quota = MutationQuota(ctx, strict_since_version=5)
     for name, topic_id in wanted:
         entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
         try:
@@ -117,18 +159,21 @@ async def handle_delete_topics(ctx, req) -> dict:
             info = runtime.metadata.topics.get(name)
             if info is not None and info.internal:
                 raise KafkaError("cannot delete an internal topic", ErrorCode.INVALID_REQUEST)
+            quota.check()
             info = await runtime.delete_topic_async(name, timeout_s=deadline - runtime.loop.time())
+            quota.record(info.num_partitions)
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
-    return {"throttle_time_ms": 0, "responses": out}
+    return {"throttle_time_ms": quota.throttle_ms(), "responses": out}
 
 
 async def handle_create_partitions(ctx, req) -> dict:
     runtime = ctx.runtime
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
+    quota = MutationQuota(ctx, strict_since_version=3)
     for t in req.topics:
         entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
@@ -147,11 +192,14 @@ async def handle_create_partitions(ctx, req) -> dict:
                     manual_partition_assignments(manual, info.num_partitions, t.count, rf,
                                                  runtime.registered_broker_ids(), runtime.registered_broker_ids())
             else:
+                quota.check()
+                before = info.num_partitions  # a single broker's TopicInfo grows in place
                 await runtime.add_partitions_async(t.name, t.count, manual, timeout_s=deadline - runtime.loop.time())
+                quota.record(t.count - before)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
-    return {"throttle_time_ms": 0, "results": out}
+    return {"throttle_time_ms": quota.throttle_ms(), "results": out}
 
 
 def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
