@@ -332,3 +332,35 @@ def test_controller_mutation_rate_refuses_topics_once_the_bucket_is_empty(broker
             {"name": "mut-f", "num_partitions": 50, "replication_factor": 1, "assignments": [], "configs": []}]},
             client_id="someone-else")
         assert resp.topics[0].error_code == 0 and resp.throttle_time_ms == 0
+
+
+def test_user_quota_follows_the_sasl_principal_and_is_shared_by_its_clients(tmp_path):
+    """A quota on user alice applies to what alice's authenticated connections send, whatever
+    their client ids, together (one rate); bob falls to the default user quota, his own rate."""
+    from tests.security.security_helpers import plain_jaas
+
+    overrides = {"listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+                 "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+                 "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                     plain_jaas({"alice": "alice-pw", "bob": "bob-pw"})}
+    with BrokerProcess(tmp_path / "data", overrides=overrides, listeners={"SASL_PLAINTEXT": 0}) as broker:
+        def login(user: str) -> WireClient:
+            w = WireClient("127.0.0.1", broker.port)
+            w.sasl_plain(user, f"{user}-pw")
+            return w
+
+        with login("alice") as w:
+            assert [r.error_code for r in _alter(w, [([("user", "alice")], [("producer_byte_rate", 10_000)]),
+                                                     ([("user", None)], [("producer_byte_rate", 1_000_000)])])] == [0, 0]
+            resp = w.request(19, 7, {"timeout_ms": 10_000, "validate_only": False, "topics": [
+                {"name": "by-user", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}]})
+            assert resp.topics[0].error_code == 0
+        a1, a2, bob = login("alice"), login("alice"), login("bob")
+        try:
+            assert _produce(a1, "by-user", 80_000, "app-1").throttle_time_ms == 0  # 8 kB/s over 10 s...
+            # ... the same user from another client id and connection: 20 kB/s against alice's 10 kB/s
+            assert 9_500 < _produce(a2, "by-user", 120_000, "app-2").throttle_time_ms < 10_500
+            assert _produce(bob, "by-user", 300_000, "app-1").throttle_time_ms == 0  # bob: 1 MB/s default
+        finally:
+            for w in (a1, a2, bob):
+                w.close()
