@@ -175,3 +175,46 @@ def test_retention_runs_at_its_check_interval_not_the_cleaners(tmp_path, fast_ma
                  + [(b"tail-%d" % i, b"t") for i in range(40)])
         assert _wait_until(lambda: len(_read_all(bs, "cleaned", 1)) < 120, 30), "compaction did not run"
         assert _watermarks(bs, "old-records") == (0, 100)
+
+
+def _markers_on_disk(data_dir, topic: str) -> int:
+    """Transaction markers (control batches with a producer id) in the partition's segments."""
+    from litemq.protocol.records import iter_batches
+
+    n = 0
+    for f in (data_dir / f"{topic}-0").glob("*.log"):
+        n += sum(1 for _, h in iter_batches(f.read_bytes()) if h.is_control and h.producer_id >= 0)
+    return n
+
+
+def test_compaction_removes_markers_of_compacted_transactions(fast_maintenance_broker):
+    """A transactional producer rewriting the same keys on a compacted topic (a changelog, or
+    __consumer_offsets with transactional offset commits) leaves one COMMIT marker per
+    transaction; once a transaction's records are compacted away and delete.retention.ms has
+    passed, its marker goes too (Kafka's cleaner, KIP-534), and read_committed reads the same."""
+    bs = fast_maintenance_broker.bootstrap_servers
+    _create(bs, "txn-compacted", {"cleanup.policy": "compact", "internal.segment.bytes": "2048",
+                                  "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "txn-compactor", "linger.ms": 0})
+    p.init_transactions(30)
+    for i in range(60):
+        p.begin_transaction()
+        p.produce("txn-compacted", key=b"key-%d" % (i % 3), value=b"value-%d" % i)
+        p.commit_transaction(30)
+    _produce(bs, "txn-compacted", [(b"tail-%d" % i, b"t" * 50) for i in range(40)])  # rolls the segments
+    # 60 markers were written (the cleaner may already be at work)
+    assert _wait_until(lambda: _markers_on_disk(fast_maintenance_broker.data_dir, "txn-compacted") <= 10, 30), \
+        _markers_on_disk(fast_maintenance_broker.data_dir, "txn-compacted")
+    c = Consumer({"bootstrap.servers": bs, "group.id": "rc-txn", "enable.auto.commit": False,
+                  "isolation.level": "read_committed"})
+    c.assign([TopicPartition("txn-compacted", 0, OFFSET_BEGINNING)])
+    got = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got) < 43:
+        for m in c.consume(500, 0.5):
+            if m.error() is None:
+                got[m.key()] = m.value()
+    c.close()
+    assert {k: v for k, v in got.items() if k.startswith(b"key-")} == {
+        b"key-0": b"value-57", b"key-1": b"value-58", b"key-2": b"value-59"}
+    assert len(got) == 43

@@ -432,10 +432,9 @@ def test_compaction_keeps_read_committed_semantics(tmp_path):
     # P1 commits: both its records become visible (its k1 now supersedes the one at offset 0)
     end_txn(log, 1, commit=True)
     log.roll()
-    compact_committed(log, 10**12)  # the commit marker is not below the high watermark seen yet
+    log.compact(now_ms=10**12, high_watermark=log.log_end_offset - 1)  # the marker is not replicated yet
     assert [v for _, v in committed_view(log, log.log_end_offset - 1)] == [b"committed-1", b"committed-3"]
-    log.last_stable_offset(log.log_end_offset)  # a fetch with the marker replicated
-    compact_committed(log, 10**12)
+    compact_committed(log, 10**12)  # the marker is below the high watermark: P1's records are stable
     final = committed_view(log, log.log_end_offset)
     assert [v for _, v in final] == [b"committed-3", b"ongoing-4", b"ongoing-k1"]
     log.close()
@@ -459,4 +458,59 @@ def test_marker_only_producer_accepts_any_sequence_after_crash(tmp_path):
     log.append(txn_batch(0, 1, [b"b"]), leader_epoch=0)
     with pytest.raises(OutOfOrderSequenceError):
         log.append(txn_batch(0, 5, [b"c"]), leader_epoch=0)
+    log.close()
+
+
+def _markers(log) -> list[tuple[int, int, int | None]]:
+    """(offset, producer id, delete horizon) of every transaction marker in the log."""
+    from litemq.protocol.records import iter_batches
+
+    data = log.read_bytes(log.log_start_offset, 10**9)
+    return [(h.base_offset, h.producer_id, h.delete_horizon_ms) for _, h in iter_batches(data)
+            if h.is_control and h.producer_id >= 0]
+
+
+def test_compaction_removes_markers_of_emptied_transactions_after_delete_retention(tmp_path):
+    """Kafka's marker cleanup (KIP-534, ``CleanedTransactionMetadata``): a COMMIT or ABORT marker
+    whose transaction has no batch left is first given a delete horizon of now +
+    delete.retention.ms, then removed by the first clean after it - unless it is its producer's
+    last batch; its .txnindex entry goes with it; read_committed reads the same all along."""
+    log = open_log(tmp_path, segment_bytes=10**6, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
+                   delete_retention_ms=60_000, min_compaction_lag_ms=0)
+
+    def put(pid, seq, key, value):
+        log.append(bytearray(build_batch([(key, value, (), 1_000)], producer_id=pid, producer_epoch=0,
+                                         base_sequence=seq, is_transactional=True)), leader_epoch=0)
+    put(1, 0, b"k1", b"old")  # 0: superseded by offset 2
+    end_txn(log, 1, commit=True)  # 1: its transaction will be empty
+    put(1, 1, b"k1", b"new")  # 2
+    end_txn(log, 1, commit=True)  # 3: P1's last batch
+    put(2, 0, b"k2", b"aborted")  # 4
+    end_txn(log, 2, commit=False)  # 5: its aborted data is dropped at the first clean
+    put(2, 1, b"k3", b"kept")  # 6
+    end_txn(log, 2, commit=True)  # 7: P2's last batch
+    log.roll()
+    put(9, 0, b"k9", b"tail")  # 8 (not cleanable: the active segment)
+    end_txn(log, 9, commit=True)  # 9
+    log.roll()
+    assert committed_view(log, log.log_end_offset) == [(0, b"old"), (2, b"new"), (6, b"kept"), (8, b"tail")]
+    assert log.collect_aborted_transactions(0, 10) == [(2, 4)]
+    now = 10**12
+    first = compact_committed(log, now)
+    assert (first.markers_expiring, first.markers_removed) == (2, 0)
+    assert _markers(log)[:4] == [(1, 1, now + 60_000), (3, 1, None), (5, 2, now + 60_000), (7, 2, None)]
+    view = committed_view(log, log.log_end_offset)
+    assert view == [(2, b"new"), (6, b"kept"), (8, b"tail")]
+    assert log.collect_aborted_transactions(0, 10) == [(2, 4)]  # kept while its marker is
+    early = compact_committed(log, now + 59_999)  # before the horizon: kept
+    assert early.markers_removed == 0 and len(_markers(log)) == 5
+    late = compact_committed(log, now + 60_000)
+    assert late.markers_removed == 2
+    assert [m[0] for m in _markers(log)] == [3, 7, 9]  # the producers' last batches stay
+    assert log.collect_aborted_transactions(0, 10) == []
+    assert committed_view(log, log.log_end_offset) == view
+    log.close()
+    log = open_log(tmp_path, segment_bytes=10**6, cleanup_policy="compact")
+    assert [m[0] for m in _markers(log)] == [3, 7, 9] and committed_view(log, log.log_end_offset) == view
+    assert log.producer_state.entry(1) is not None and log.producer_state.entry(2) is not None
     log.close()

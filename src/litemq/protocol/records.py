@@ -96,6 +96,10 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+"""Attribute bit 6 (KIP-534): ``base_timestamp`` holds the batch's delete horizon, the time
+after which the log cleaner may remove it (a transaction marker whose data is gone); record
+timestamps keep their values (their deltas may be negative)."""
 
 COMPRESSION_NONE = 0
 COMPRESSION_GZIP = 1
@@ -175,6 +179,11 @@ class BatchHeader(NamedTuple):
     def is_control(self) -> bool:
         """Attribute bit 5: the batch holds one control record (transaction marker, Raft)."""
         return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (epoch ms) when attribute bit 6 is set (KIP-534), else None."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
 
     @property
     def last_sequence(self) -> int:
@@ -808,6 +817,7 @@ def build_batch(
     base_timestamp: int | None = None,
     last_offset_delta: int | None = None,
     compression_level: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one magic-2 batch with a correct CRC-32C; returns its bytes.
 
@@ -817,7 +827,9 @@ def build_batch(
     Keys/values are bytes-like or None; headers ``(str | bytes, bytes | None)`` pairs.
     ``base_timestamp`` defaults to the first record's timestamp (-1 for an empty batch);
     ``last_offset_delta`` defaults to the last record's delta (0 for an empty batch) and may be
-    larger (compacted batch). Snappy is written xerial-framed like Java clients, lz4 as an LZ4
+    larger (compacted batch). ``delete_horizon_ms`` (KIP-534, the log cleaner's) is stored as the
+    base timestamp with :data:`DELETE_HORIZON_FLAG` set; the records keep their timestamps.
+    Snappy is written xerial-framed like Java clients, lz4 as an LZ4
     frame with independent blocks, gzip as one gzip member, zstd as one frame.
 
     Raises ValueError / TypeError for arguments no Kafka batch can hold (caller bugs).
@@ -850,7 +862,9 @@ def build_batch(
         prev = delta
         rows.append((delta, ts, key, value, headers or ()))
     count = len(rows)
-    if base_timestamp is None:
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    elif base_timestamp is None:
         base_timestamp = rows[0][1] if rows else NO_TIMESTAMP
     max_ts = max(r[1] for r in rows) if rows else base_timestamp
     if last_offset_delta is None:
@@ -880,6 +894,7 @@ def build_batch(
         | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
         | (TRANSACTIONAL_FLAG if is_transactional else 0)
         | (CONTROL_FLAG if is_control else 0)
+        | (DELETE_HORIZON_FLAG if delete_horizon_ms is not None else 0)
     )
     out = bytearray(BATCH_HEADER_BYTES + len(payload))
     _HEADER.pack_into(

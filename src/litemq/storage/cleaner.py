@@ -24,9 +24,15 @@ of a log at a time (a second concurrent call is skipped):
    Data batches of aborted transactions are dropped whole and never enter the key map, so an
    aborted record never shadows a committed one (Kafka ``CleanedTransactionMetadata``: walking
    in offset order, a producer is "aborting" from its aborted transaction's first offset until
-   its next control batch, the ABORT marker). Transaction markers are kept forever (Kafka drops
-   them after ``delete.retention.ms`` once their data is gone; not done here) and so is every
-   ``.txnindex`` entry, copied into the cleaned segment.
+   its next control batch, the ABORT marker). A transaction marker (COMMIT or ABORT) stays while
+   any batch of its transaction does; once a clean finds none left, it is rewritten with a
+   delete horizon of ``now + delete.retention.ms`` (KIP-534: the horizon in the base timestamp,
+   attribute bit 6), and the first clean after the horizon removes it - unless it is its
+   producer's last batch (the producer's state must survive a reload). A log whose earliest
+   such horizon has passed is cleaned whatever its dirty ratio (Kafka ``latestDeleteHorizon``). A consumer that read the
+   transaction's data before it was compacted away therefore still finds the marker for
+   ``delete.retention.ms`` (Kafka ``CleanedTransactionMetadata``). A ``.txnindex`` entry goes
+   with its ABORT marker. Raft-internal control batches (no producer id) are always kept.
    A batch whose records all survive is copied byte for byte; otherwise it is rebuilt with the
    same base offset, last offset delta, base timestamp, codec, producer id/epoch/sequence and
    leader epoch (offsets never change). An emptied batch is dropped, except the last batch of a
@@ -127,6 +133,57 @@ class _AbortedTxnTracker:
         return h.is_transactional
 
 
+class _MarkerCleaner:
+    """Which transaction markers a clean keeps, rewrites with a delete horizon or removes (module
+    doc, step 2), fed every batch kept, in offset order (Kafka ``CleanedTransactionMetadata``).
+
+    Args:
+        last_of_producer: producer id -> base offset of its last batch in the cleaned range.
+        now_ms: the clean's time. delete_retention_ms: ``delete.retention.ms``.
+    """
+
+    def __init__(self, last_of_producer: dict[int, int], now_ms: int, delete_retention_ms: int) -> None:
+        self.last_of_producer = last_of_producer
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.with_data: set[int] = set()
+        """Producer ids with a transactional data batch kept since their last marker."""
+        self.next_horizon_ms: int | None = None
+        """The earliest delete horizon of a marker this clean kept (None: none)."""
+
+    def retained(self, h: BatchHeader) -> None:
+        """A data batch was kept (with records, or empty as its producer's last)."""
+        if h.is_transactional and h.producer_id >= 0:
+            self.with_data.add(h.producer_id)
+
+    def clean(self, h: BatchHeader, data: bytes, stats: CleanStats) -> bytes | None:
+        """The control batch ``data`` (header ``h``) as the cleaned segment holds it: as is, with
+        a delete horizon, or None (removed)."""
+        pid = h.producer_id
+        if not h.is_transactional or pid < 0:
+            return data  # not a transaction marker (a Raft-internal batch)
+        had_data = pid in self.with_data
+        self.with_data.discard(pid)
+        if had_data or self.last_of_producer.get(pid) == h.base_offset:
+            return data
+        horizon = h.delete_horizon_ms
+        if horizon is not None and horizon <= self.now_ms:
+            stats.markers_removed += 1
+            return None
+        if horizon is None:
+            stats.markers_expiring += 1
+            horizon = self.now_ms + self.delete_retention_ms
+            _, recs = decode_batch(data)
+            data = build_batch(
+                recs, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
+                compression=h.compression, timestamp_type=h.timestamp_type, producer_id=pid,
+                producer_epoch=h.producer_epoch, base_sequence=h.base_sequence, is_transactional=True,
+                is_control=True, last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
+        if self.next_horizon_ms is None or horizon < self.next_horizon_ms:
+            self.next_horizon_ms = horizon
+        return data
+
+
 @dataclass(slots=True)
 class CleanPlan:
     """What :meth:`LogCleaner.plan` chose: the segments to clean (oldest first), the offset range
@@ -150,6 +207,10 @@ class CleanStats:
     records_read: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
+    """Transaction markers removed (their transaction's data gone, their delete horizon passed)."""
+    markers_expiring: int = 0
+    """Transaction markers given a delete horizon by this clean."""
     skipped: str = ""
     """Why nothing was done ("" when a clean ran)."""
     end_offset: int = -1
@@ -165,6 +226,11 @@ class LogCleaner:
         self.log = plog
         self.checkpoint_path = plog.dir / CLEANER_OFFSET_CHECKPOINT
         self._running = threading.Lock()
+        self.next_horizon_ms: int | None = None
+        """The earliest delete horizon of a transaction marker the last clean kept: once it
+        passes, the log is cleaned whatever its dirty ratio (Kafka's ``latestDeleteHorizon``),
+        so the marker goes without waiting for new records. In memory only: after a restart it
+        is learnt again at the next clean."""
 
     def clean(self, now_ms: int, high_watermark: int) -> CleanStats:
         """One compaction of the log's cleanable segments below ``high_watermark`` (an offset,
@@ -199,7 +265,9 @@ class LogCleaner:
                 return None
             segments = plog.segments
             ps = plog.producer_state
-            unstable = ps.first_unstable_offset_at(ps.completed_floor)
+            # the LSO at this high watermark (a completed transaction whose marker is below it
+            # is stable, whether or not a Fetch asked for the LSO since)
+            unstable = ps.first_unstable_offset_at(high_watermark)
             upper = high_watermark if unstable is None else min(high_watermark, unstable)
             cleanable: list[LogSegment] = []
             for i, seg in enumerate(segments[:-1]):
@@ -220,7 +288,8 @@ class LogCleaner:
         first_dirty = read_offset_checkpoint(self.checkpoint_path) or 0
         total = sum(s.size for s in cleanable)
         dirty = sum(s.size for s in cleanable if s.base_offset >= first_dirty)
-        if total == 0 or (dirty / total < cfg.min_cleanable_dirty_ratio
+        horizon_due = self.next_horizon_ms is not None and self.next_horizon_ms <= now_ms
+        if total == 0 or (dirty / total < cfg.min_cleanable_dirty_ratio and not horizon_due
                           and not (dirty and self._past_max_compaction_lag(cleanable, first_dirty, now_ms))):
             stats.skipped = f"dirty ratio {dirty}/{total} below {cfg.min_cleanable_dirty_ratio}"
             return None
@@ -249,14 +318,16 @@ class LogCleaner:
         horizon = now_ms - self.log.config.delete_retention_ms
         cleaned: list[tuple[LogSegment, LogSegment]] = []
         tracker = _AbortedTxnTracker(plan.aborted)
+        markers = _MarkerCleaner(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
         try:
             for seg in plan.segments:
-                new = self._clean_segment(seg, latest, last_batch_of_producer, horizon, stats, tracker)
+                new = self._clean_segment(seg, latest, last_batch_of_producer, horizon, stats, tracker, markers)
                 cleaned.append((seg, new))
         except BaseException:
             for _, new in cleaned:
                 new.delete_files()
             raise
+        self.next_horizon_ms = markers.next_horizon_ms
         return cleaned
 
     def _build_offset_map(self, segments: list[LogSegment], start_offset: int, aborted: list[tuple[int, int]]):
@@ -276,8 +347,10 @@ class LogCleaner:
         return latest, last_batch_of_producer
 
     def _clean_segment(self, seg: LogSegment, latest: dict[bytes, int], last_of_producer: dict[int, int],
-                       horizon: int, stats: CleanStats, tracker: _AbortedTxnTracker) -> LogSegment:
+                       horizon: int, stats: CleanStats, tracker: _AbortedTxnTracker,
+                       markers: _MarkerCleaner) -> LogSegment:
         new = LogSegment(seg.dir, seg.base_offset, seg.config, suffix=CLEANED_SUFFIX, create=True)
+        dropped_markers: set[int] = set()
         try:
             for pos, h in seg.iter_headers():
                 data = os.pread(seg.fd, h.size, pos)
@@ -285,7 +358,12 @@ class LogCleaner:
                 last = h.base_offset + h.last_offset_delta
                 aborted_data = tracker.is_aborted_data(h)
                 if h.is_control:
-                    new.append(data, last, h.max_timestamp, last)
+                    out = markers.clean(h, data, stats)
+                    if out is None:
+                        dropped_markers.add(last)
+                    else:
+                        new.append(out, last, h.max_timestamp, last)
+                        stats.bytes_written += len(out)
                     continue
                 _, recs = decode_batch(data)
                 stats.records_read += len(recs)
@@ -314,8 +392,12 @@ class LogCleaner:
                 max_ts = max((r.timestamp for r in keep), default=h.base_timestamp)
                 new.append(out, last, max_ts, last)
                 stats.bytes_written += len(out)
+                markers.retained(h)
             for entry in seg.txn_index.entries:
-                new.txn_index.append(entry)
+                if entry.last_offset not in dropped_markers:  # an entry goes with its ABORT marker
+                    new.txn_index.append(entry)
+            if seg.txn_index.exists and not new.txn_index.exists:
+                new.txn_index.create_empty()  # replaces the old file in the swap
             new.on_become_inactive()
             new.sync()
             new.flush_indexes(sync=True)
@@ -355,7 +437,7 @@ class LogCleaner:
             stats.segments_cleaned = len(swapped)
             plog.replace_segments(replaced)
         fsync_dir(plog.dir)
-        log.info("%s: compacted %d segments: %d -> %d bytes, %d records removed (%d tombstones)",
-                 plog.dir, stats.segments_cleaned, stats.bytes_read, stats.bytes_written,
-                 stats.records_removed, stats.tombstones_removed)
+        log.info("%s: compacted %d segments: %d -> %d bytes, %d records removed (%d tombstones), "
+                 "%d transaction markers removed", plog.dir, stats.segments_cleaned, stats.bytes_read,
+                 stats.bytes_written, stats.records_removed, stats.tombstones_removed, stats.markers_removed)
         return True

@@ -132,6 +132,19 @@ class TransactionIndex:
         entries.append(entry)
         self._dirty = True
 
+    def create_empty(self) -> None:
+        """Create the file with no entry if it is missing (a compacted copy of a segment whose
+        entries all went: its empty file replaces the old one in the swap, which a missing file
+        would leave behind). Durable after :meth:`flush` with sync.
+
+        Raises :class:`KafkaStorageError` if the file cannot be created."""
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create {self.path}: {exc}") from exc
+        self._load()
+        self._dirty = True
+
     def _truncate_file(self, n: int) -> None:
         try:
             os.truncate(self.path, n * TXN_INDEX_ENTRY_BYTES)
