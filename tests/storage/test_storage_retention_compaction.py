@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from litemq.protocol.errors import OffsetOutOfRangeError
+from litemq.protocol.records import iter_batches
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from storage_helpers import batch, compact_committed, keyed, offsets, records
@@ -125,15 +126,21 @@ def test_compaction_keeps_latest_per_key(tmp_path):
 
 
 def test_tombstones_removed_after_delete_retention(tmp_path):
+    """KIP-534: a tombstone lives delete.retention.ms (5 s here) from the first clean that kept
+    it - not from its own timestamp - so one produced with an old timestamp is not dropped
+    before consumers can see it; its record keeps its timestamp meanwhile."""
     log = PartitionLog.open(tmp_path / "c-0", _compact_cfg(segment_bytes=300))
     log.append(keyed([(b"a", b"1"), (b"b", b"1")], ts=1_000), leader_epoch=1)
     log.append(keyed([(b"a", None)], ts=2_000), leader_epoch=1)
     for i in range(20):
         log.append(keyed([(b"z%d" % i, b"x" * 40)], ts=3_000), leader_epoch=1)
-    compact_committed(log, 4_000)  # tombstone 2 s old < 5 s: kept
-    recs = {r.key: r.value for r in records(log.read_bytes(0, 10**9))}
-    assert recs[b"a"] is None and recs[b"b"] == b"1"
-    stats = compact_committed(log, 8_000)  # tombstone now 6 s old: removed
+    first = compact_committed(log, 100_000)  # the tombstone is 98 s old, but first kept now
+    recs = {r.key: r for r in records(log.read_bytes(0, 10**9))}
+    assert recs[b"a"].value is None and recs[b"a"].timestamp == 2_000 and recs[b"b"].value == b"1"
+    assert first.tombstones_removed == 0
+    assert [h.delete_horizon_ms for _, h in iter_batches(log.read_bytes(0, 10**9)) if h.base_offset == 2] == [105_000]
+    assert compact_committed(log, 104_999).tombstones_removed == 0  # before its horizon: kept
+    stats = compact_committed(log, 105_000)
     assert stats.tombstones_removed == 1
     keys = [r.key for r in records(log.read_bytes(0, 10**9))]
     assert b"a" not in keys and b"b" in keys

@@ -19,23 +19,27 @@ of a log at a time (a second concurrent call is skipped):
    ``min.cleanable.dirty.ratio``.
 2. Without the lock: build key -> latest offset over the cleanable range (records decoded),
    then rewrite each segment into ``<base>.log.cleaned``: a record survives if it is the latest
-   of its key; a tombstone (value None) survives only while its timestamp is within
-   ``delete.retention.ms`` of ``now``; records without a key and control batches are kept.
+   of its key; records without a key are kept. A tombstone (value None) that is the latest of
+   its key survives ``delete.retention.ms`` from the first clean that keeps it: that clean
+   rewrites its batch with a delete horizon of ``now + delete.retention.ms`` (KIP-534: the
+   horizon in the base timestamp, attribute bit 6; the records keep their timestamps), and the
+   first clean after the horizon removes it - so a consumer that has not read the key's older
+   values yet sees the delete, whatever timestamp the tombstone was produced with.
    Data batches of aborted transactions are dropped whole and never enter the key map, so an
    aborted record never shadows a committed one (Kafka ``CleanedTransactionMetadata``: walking
    in offset order, a producer is "aborting" from its aborted transaction's first offset until
    its next control batch, the ABORT marker). A transaction marker (COMMIT or ABORT) stays while
-   any batch of its transaction does; once a clean finds none left, it is rewritten with a
-   delete horizon of ``now + delete.retention.ms`` (KIP-534: the horizon in the base timestamp,
-   attribute bit 6), and the first clean after the horizon removes it - unless it is its
-   producer's last batch (the producer's state must survive a reload). A log whose earliest
-   such horizon has passed is cleaned whatever its dirty ratio (Kafka ``latestDeleteHorizon``). A consumer that read the
-   transaction's data before it was compacted away therefore still finds the marker for
+   any batch of its transaction does; once a clean finds none left, it gets a delete horizon
+   the same way, and the first clean after it removes it - unless it is its producer's last
+   batch (the producer's state must survive a reload). A consumer that read the transaction's
+   data before it was compacted away therefore still finds the marker for
    ``delete.retention.ms`` (Kafka ``CleanedTransactionMetadata``). A ``.txnindex`` entry goes
-   with its ABORT marker. Raft-internal control batches (no producer id) are always kept.
-   A batch whose records all survive is copied byte for byte; otherwise it is rebuilt with the
-   same base offset, last offset delta, base timestamp, codec, producer id/epoch/sequence and
-   leader epoch (offsets never change). An emptied batch is dropped, except the last batch of a
+   with its ABORT marker. Raft-internal control batches (no producer id) are always kept. A
+   log whose earliest delete horizon has passed is cleaned whatever its dirty ratio (Kafka's
+   ``latestDeleteHorizon``).
+   A batch whose records all survive (and needs no new horizon) is copied byte for byte;
+   otherwise it is rebuilt with the same base offset, last offset delta, base timestamp (or
+   delete horizon), codec, producer id/epoch/sequence and leader epoch (offsets never change). An emptied batch is dropped, except the last batch of a
    producer id, kept empty so the producer's sequence survives a reload (Kafka does the same).
    The cleaned segment and its indexes (``.txnindex`` too) are fsynced as ``.cleaned`` files.
 3. Under the lock: if the log was truncated (or closed) since step 1, the clean is abandoned -
@@ -149,7 +153,12 @@ class _MarkerCleaner:
         self.with_data: set[int] = set()
         """Producer ids with a transactional data batch kept since their last marker."""
         self.next_horizon_ms: int | None = None
-        """The earliest delete horizon of a marker this clean kept (None: none)."""
+        """The earliest delete horizon of a batch this clean kept (a marker's, a tombstone's)."""
+
+    def note_horizon(self, horizon_ms: int) -> None:
+        """A batch kept with delete horizon ``horizon_ms``."""
+        if self.next_horizon_ms is None or horizon_ms < self.next_horizon_ms:
+            self.next_horizon_ms = horizon_ms
 
     def retained(self, h: BatchHeader) -> None:
         """A data batch was kept (with records, or empty as its producer's last)."""
@@ -179,8 +188,7 @@ class _MarkerCleaner:
                 compression=h.compression, timestamp_type=h.timestamp_type, producer_id=pid,
                 producer_epoch=h.producer_epoch, base_sequence=h.base_sequence, is_transactional=True,
                 is_control=True, last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
-        if self.next_horizon_ms is None or horizon < self.next_horizon_ms:
-            self.next_horizon_ms = horizon
+        self.note_horizon(horizon)
         return data
 
 
@@ -227,10 +235,10 @@ class LogCleaner:
         self.checkpoint_path = plog.dir / CLEANER_OFFSET_CHECKPOINT
         self._running = threading.Lock()
         self.next_horizon_ms: int | None = None
-        """The earliest delete horizon of a transaction marker the last clean kept: once it
-        passes, the log is cleaned whatever its dirty ratio (Kafka's ``latestDeleteHorizon``),
-        so the marker goes without waiting for new records. In memory only: after a restart it
-        is learnt again at the next clean."""
+        """The earliest delete horizon of a batch (a marker's, a tombstone's) the last clean
+        kept: once it passes, the log is cleaned whatever its dirty ratio (Kafka's
+        ``latestDeleteHorizon``), so they go without waiting for new records. In memory only:
+        after a restart it is learnt again at the next clean."""
 
     def clean(self, now_ms: int, high_watermark: int) -> CleanStats:
         """One compaction of the log's cleanable segments below ``high_watermark`` (an offset,
@@ -315,13 +323,12 @@ class LogCleaner:
         """Phase 2 (no lock): ``(old, cleaned copy)`` per planned segment, the copies fsynced as
         ``.cleaned`` files (deleted again if anything fails)."""
         latest, last_batch_of_producer = self._build_offset_map(plan.segments, plan.start_offset, plan.aborted)
-        horizon = now_ms - self.log.config.delete_retention_ms
         cleaned: list[tuple[LogSegment, LogSegment]] = []
         tracker = _AbortedTxnTracker(plan.aborted)
         markers = _MarkerCleaner(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
         try:
             for seg in plan.segments:
-                new = self._clean_segment(seg, latest, last_batch_of_producer, horizon, stats, tracker, markers)
+                new = self._clean_segment(seg, latest, last_batch_of_producer, stats, tracker, markers)
                 cleaned.append((seg, new))
         except BaseException:
             for _, new in cleaned:
@@ -347,8 +354,7 @@ class LogCleaner:
         return latest, last_batch_of_producer
 
     def _clean_segment(self, seg: LogSegment, latest: dict[bytes, int], last_of_producer: dict[int, int],
-                       horizon: int, stats: CleanStats, tracker: _AbortedTxnTracker,
-                       markers: _MarkerCleaner) -> LogSegment:
+                       stats: CleanStats, tracker: _AbortedTxnTracker, markers: _MarkerCleaner) -> LogSegment:
         new = LogSegment(seg.dir, seg.base_offset, seg.config, suffix=CLEANED_SUFFIX, create=True)
         dropped_markers: set[int] = set()
         try:
@@ -367,29 +373,44 @@ class LogCleaner:
                     continue
                 _, recs = decode_batch(data)
                 stats.records_read += len(recs)
+                horizon = h.delete_horizon_ms
+                expired = horizon is not None and horizon <= markers.now_ms
                 keep = []
+                tombstones = False
                 for r in recs:
                     if aborted_data:
                         break
                     if r.key is not None and latest.get(r.key, -1) != r.offset:
                         continue
-                    if r.key is not None and r.value is None and r.timestamp < horizon:
-                        stats.tombstones_removed += 1
-                        continue
+                    if r.key is not None and r.value is None:
+                        if expired:
+                            stats.tombstones_removed += 1
+                            continue
+                        tombstones = True
                     keep.append(r)
                 stats.records_removed += len(recs) - len(keep)
-                if len(keep) == len(recs):
+                if tombstones and horizon is None:
+                    horizon = markers.now_ms + markers.delete_retention_ms  # first kept: the clock starts
+                elif not tombstones:
+                    horizon = None  # nothing left that a horizon is for
+                if len(keep) == len(recs) and horizon == h.delete_horizon_ms:
                     out = data
                 elif not keep and not (h.producer_id >= 0 and last_of_producer.get(h.producer_id) == h.base_offset):
                     continue
                 else:
+                    # a base timestamp that held a horizon is no record's: the first kept one's
+                    base_ts = h.base_timestamp if h.delete_horizon_ms is None else (
+                        keep[0].timestamp if keep else h.max_timestamp)
                     out = build_batch(
                         keep, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
                         compression=h.compression, timestamp_type=h.timestamp_type, producer_id=h.producer_id,
                         producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                        is_transactional=h.is_transactional, base_timestamp=h.base_timestamp,
-                        last_offset_delta=h.last_offset_delta)
-                max_ts = max((r.timestamp for r in keep), default=h.base_timestamp)
+                        is_transactional=h.is_transactional, base_timestamp=base_ts,
+                        last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
+                if horizon is not None:
+                    markers.note_horizon(horizon)
+                max_ts = max((r.timestamp for r in keep),
+                             default=h.max_timestamp if h.delete_horizon_ms is not None else h.base_timestamp)
                 new.append(out, last, max_ts, last)
                 stats.bytes_written += len(out)
                 markers.retained(h)
