@@ -76,6 +76,10 @@ class ConsumerGroupMember:
     # Driven by the manager: the session and rebalance (revocation) timers.
     session_timer: Any = None
     rebalance_timer: Any = None
+    regex_authorized: frozenset[str] | None = None
+    """Topics matching ``subscribed_topic_regex`` that the member's principal may DESCRIBE, as
+    of its last heartbeat (Kafka 4.1 filters regex matches by the member's ACLs); None: no
+    authorizer, or not known yet (a member reloaded from the log until it heartbeats)."""
 
     @property
     def is_static(self) -> bool:

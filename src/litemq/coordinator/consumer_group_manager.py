@@ -32,6 +32,7 @@ import functools
 import hashlib
 import logging
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import re2
@@ -78,6 +79,9 @@ class ConsumerHeartbeat:
     client_id: str
     client_host: str
     version: int
+    describable: Callable[[Iterable[str]], set[str]] | None = None
+    """The topics among the given ones the member's principal may DESCRIBE (the handler's ACL
+    check), or None when every topic is (no authorizer): its regex matches are filtered by it."""
 
 
 @dataclass(slots=True)
@@ -139,17 +143,24 @@ class ConsumerGroupManager:
         by_id = {info.topic_id: name for name, info in self.host.topics().items()}
         return {by_id[tid]: frozenset(ps) for tid, ps in parts.items() if tid in by_id}
 
-    def _resolve(self, names: tuple[str, ...], regex: str | None) -> frozenset[str]:
-        """The existing topics a subscription covers (``names``, and ``regex`` matches)."""
+    def _regex_matches(self, regex: str | None) -> set[str]:
+        """The existing non-internal topics ``regex`` matches in full (none for a bad one)."""
+        if not regex:
+            return set()
+        try:
+            rx = compile_topic_regex(regex)
+        except re2.error:
+            return set()
+        return {name for name, info in self.host.topics().items() if not info.internal and rx.fullmatch(name)}
+
+    def _resolve(self, names: tuple[str, ...], regex: str | None,
+                 authorized: frozenset[str] | None = None) -> frozenset[str]:
+        """The existing topics a subscription covers: ``names``, and the ``regex`` matches that
+        are in ``authorized`` (all of them when None)."""
         topics = self.host.topics()
         out = {t for t in names if t in topics}
-        if regex:
-            try:
-                rx = compile_topic_regex(regex)
-            except re2.error:
-                rx = None
-            if rx is not None:
-                out |= {name for name, info in topics.items() if not info.internal and rx.fullmatch(name)}
+        matches = self._regex_matches(regex)
+        out |= matches if authorized is None else matches & authorized
         return frozenset(out)
 
     def _resolved_subscriptions(self, group: ConsumerGroup) -> dict[str, frozenset[str]]:
@@ -158,11 +169,24 @@ class ConsumerGroupManager:
         cache: dict[tuple, frozenset[str]] = {}
         out = {}
         for mid, m in group.members.items():
-            key = (tuple(m.subscribed_topic_names), m.subscribed_topic_regex)
+            key = (tuple(m.subscribed_topic_names), m.subscribed_topic_regex, m.regex_authorized)
             if key not in cache:
                 cache[key] = self._resolve(*key)
             out[mid] = cache[key]
         return out
+
+    def _authorize_regex(self, member: ConsumerGroupMember, hb: ConsumerHeartbeat) -> bool:
+        """Refresh which of the member's regex matches its principal may DESCRIBE (Kafka 4.1
+        ``filterTopicDescribeAuthorizedTopics``, here per member and at each heartbeat, so a topic
+        created or an ACL added since shows up within a heartbeat interval); True when that set
+        changed (the group epoch must go up)."""
+        if hb.describable is None or not member.subscribed_topic_regex:
+            authorized = None
+        else:
+            authorized = frozenset(hb.describable(sorted(self._regex_matches(member.subscribed_topic_regex))))
+        changed = authorized != member.regex_authorized
+        member.regex_authorized = authorized
+        return changed
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, int]:
         """Topic -> partition count of every topic a member subscribes to."""
@@ -404,6 +428,7 @@ class ConsumerGroupManager:
         old_assigned, old_epoch, old_state = dict(member.assigned), member.member_epoch, member.state
         stored = self._member_record(group, member)
         bump = self._update_member(member, hb) or is_new
+        bump = self._authorize_regex(member, hb) or bump
         if is_new or how == "replaced" or self._member_record(group, member) != stored:
             records.append(self._member_record(group, member))  # any field changed (rack, client id...)
         subscription = self._subscription_metadata(group)

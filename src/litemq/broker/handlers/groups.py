@@ -427,7 +427,9 @@ async def handle_consumer_group_heartbeat(ctx, req) -> dict:
         subscribed_topic_names=list(names) if names is not None else None,
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=req.server_assignor, owned=_ids_to_names(ctx, req.topic_partitions),
-        client_id=ctx.header.client_id or "", client_host=client_host(ctx), version=ctx.version))
+        client_id=ctx.header.client_id or "", client_host=client_host(ctx), version=ctx.version,
+        describable=None if ctx.runtime.authorizer is None else  # Kafka 4.1: regex matches filtered by ACLs
+        (lambda topics: authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics))))
     return heartbeat_answer(ctx, res)
 
 
