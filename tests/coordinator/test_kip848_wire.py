@@ -281,10 +281,15 @@ def test_coexistence_with_classic_groups(broker):
             == ["conv"]
         assert [g.group_id for g in c.request(LIST, 5, {"states_filter": [], "types_filter": ["Classic"]}).groups] \
             == ["classic"]
-        # DescribeGroups shows the consumer group's members and assignment
+        # DescribeGroups does not describe a consumer group, as Kafka 4 (KIP-1043): v6 says it is
+        # no classic group, v5 and before call it Dead; ConsumerGroupDescribe describes it
         dg = c.request(DESCRIBE, 5, {"groups": ["conv"], "include_authorized_operations": False}).groups[0]
-        assert dg.error_code == E.NONE and dg.protocol_type == "consumer" and dg.protocol_data == "uniform"
-        assert [mm.member_id for mm in dg.members] == [m]
+        assert (dg.error_code, dg.group_state, dg.protocol_type, list(dg.members)) == (E.NONE, "Dead", "", [])
+        dg6 = c.request(DESCRIBE, 6, {"groups": ["conv"], "include_authorized_operations": False}).groups[0]
+        assert (dg6.error_code, dg6.error_message, dg6.group_state) == (
+            E.GROUP_ID_NOT_FOUND, "Group conv is not a classic group.", "Dead")
+        cg = describe(c, "conv")
+        assert cg.error_code == E.NONE and cg.assignor_name == "uniform" and [mm.member_id for mm in cg.members] == [m]
         # the consumer group empties: a classic JoinGroup converts it back, offsets kept
         hb(c, "conv", m, -1)
         jr = c.request(JOIN, 3, {"group_id": "conv", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,

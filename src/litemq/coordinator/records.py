@@ -291,22 +291,6 @@ def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
     return out
 
 
-def encode_consumer_assignment(assignment: dict[str, frozenset[int]]) -> bytes:
-    """A ``ConsumerProtocolAssignment`` v0 (version, [topic, [int32]], user data null) of
-    ``assignment`` (topic -> partitions): how DescribeGroups shows a KIP-848 member's partitions."""
-    out = bytearray(_I16.pack(0))
-    topics = [t for t in sorted(assignment) if assignment[t]]
-    out += _I32.pack(len(topics))
-    for t in topics:
-        _w_nstr(out, t)
-        parts = sorted(assignment[t])
-        out += _I32.pack(len(parts))
-        for p in parts:
-            out += _I32.pack(p)
-    _w_nbytes(out, None)
-    return bytes(out)
-
-
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units, int32 wrap-around)."""
     h = 0

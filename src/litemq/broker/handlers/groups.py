@@ -39,7 +39,6 @@ from litemq.coordinator.consumer_group import ConsumerGroup
 from litemq.coordinator.consumer_group_manager import ConsumerHeartbeat
 from litemq.coordinator.group import GroupState
 from litemq.coordinator.group_manager import group_type
-from litemq.coordinator.records import encode_consumer_assignment
 from litemq.coordinator.transaction import TXN_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
 from litemq.protocol.errors import ErrorCode as E
@@ -296,20 +295,17 @@ def _describe(ctx, group_id: str, include_ops: bool) -> dict:
     if err:
         out.update(error_code=err, group_state="")
         return out
+    share = getattr(ctx.runtime, "share_coordinator", None)
+    if isinstance(g, ConsumerGroup) or (g is None and share is not None and share.group_of(group_id) is not None):
+        # Kafka 4 (KIP-1043): a KIP-848 consumer group or a share group is no classic group;
+        # DescribeGroups v6 says so, v0-5 describe it as Dead (ConsumerGroupDescribe and
+        # ShareGroupDescribe describe them).
+        if ctx.version >= 6:
+            out.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} is not a classic group.")
+        return out
     if g is None:
         if ctx.version >= 6:  # KIP-1043: an unknown group is an error from v6 on (Dead before)
             out.update(error_code=E.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.")
-        return out
-    if isinstance(g, ConsumerGroup):
-        # A KIP-848 group through the classic API: members with their current assignment as a
-        # ConsumerProtocolAssignment, the assignor as the protocol (tools that predate
-        # ConsumerGroupDescribe, LiteMQ's console).
-        out.update(group_state=g.state.value, protocol_type="consumer",
-                   protocol_data=_coord(ctx).consumer_group_assignor(g),
-                   members=[{"member_id": m.member_id, "group_instance_id": m.instance_id,
-                             "client_id": m.client_id, "client_host": m.client_host, "member_metadata": b"",
-                             "member_assignment": encode_consumer_assignment(m.assigned)}
-                            for m in g.members.values()])
         return out
     stable = g.is_(GroupState.STABLE)
     out.update(group_state=g.state.value, protocol_type=g.protocol_type or "",

@@ -19,6 +19,7 @@ from litemq.broker.authz import authorized_names
 from litemq.broker.context import RequestContext
 from litemq.broker.handlers.core import topic_entry
 from litemq.broker.http.inproc import (
+    CONSUMER_GROUP_DESCRIBE,
     DESCRIBE_GROUPS,
     DESCRIBE_SHARE_GROUP_OFFSETS,
     FETCH,
@@ -238,10 +239,12 @@ async def describe_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: s
                 if p.error_code or p.committed_offset < 0:
                     continue
                 rows.append((t.name, p.partition_index, p.committed_offset))
-    if g.group_state == "Dead" and not g.members and not rows:
-        share = await _describe_share_group(runtime, caller, group_id, coord, base)
-        if share is not None:
-            return share
+    if g.group_state == "Dead" and not g.members:  # no classic group: a KIP-848 or a share group?
+        other = await _describe_consumer_group(runtime, caller, group_id, coord, base, rows)
+        if other is None and not rows:
+            other = await _describe_share_group(runtime, caller, group_id, coord, base)
+        if other is not None:
+            return other
     offsets = await _lag_rows(runtime, caller, group_id, rows, owner)
     return dict(base, state=g.group_state, protocol_type=g.protocol_type, protocol=g.protocol_data,
                 members=members, offsets=offsets)
@@ -261,6 +264,36 @@ async def _lag_rows(runtime: "HttpRuntime", caller: HttpCaller, group_id: str, r
                         "lag": lag.lag, "consumer_id": m["member_id"] if m else "",
                         "client_id": m["client_id"] if m else "", "instance_id": m["instance_id"] if m else None})
     return offsets
+
+
+async def _describe_consumer_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: str, coord: int,
+                                   base: dict, rows: list[tuple[str, int, int]]) -> dict | None:
+    """:func:`describe_group` of a KIP-848 consumer group (ConsumerGroupDescribe on its
+    coordinator; Kafka 4's DescribeGroups describes it as Dead): protocol type ``consumer``, the
+    assignor as the protocol, the members with their current partitions, and the committed
+    offsets ``rows`` with lag; None when ``group_id`` is no consumer group."""
+    try:
+        desc = await call_api(runtime, CONSUMER_GROUP_DESCRIBE,
+                              {"group_ids": [group_id], "include_authorized_operations": False},
+                              node_id=coord, caller=caller)
+    except PeerUnavailable:
+        return None
+    g = desc.groups[0]
+    if g.error_code:
+        return None
+    owner: dict[tuple[str, int], dict] = {}
+    members = []
+    for m in g.members:
+        entry = {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                 "instance_id": m.instance_id,
+                 "assignment": {tp.topic_name: sorted(tp.partitions) for tp in m.assignment.topic_partitions}}
+        members.append(entry)
+        for t, ps in entry["assignment"].items():
+            for p in ps:
+                owner[(t, p)] = entry
+    offsets = await _lag_rows(runtime, caller, group_id, rows, owner)
+    return dict(base, state=g.group_state, protocol_type="consumer", protocol=g.assignor_name, members=members,
+                offsets=offsets)
 
 
 async def _describe_share_group(runtime: "HttpRuntime", caller: HttpCaller, group_id: str, coord: int,
