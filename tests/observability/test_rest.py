@@ -317,14 +317,17 @@ def test_kip848_group_is_described_through_consumer_group_describe(broker):
     """Kafka 4's DescribeGroups calls a KIP-848 group Dead; the REST API and the console describe
     it with ConsumerGroupDescribe: its state, assignor, member with its partitions, and lag."""
     cid, base = _cluster(broker)
+    topic = "rest-kip848-topic"  # its own: other tests of this module produce to TOPIC
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
     p = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for i in range(6):
-        p.produce(TOPIC, b"v", partition=i % 3)
+        p.produce(topic, b"v", partition=i % 3)
     p.flush(15)
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rest-kip848",
                   "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        c.subscribe([TOPIC])
+        c.subscribe([topic])
         deadline = time.monotonic() + 30
         got = []
         while len(got) < 6 and time.monotonic() < deadline:
@@ -335,7 +338,7 @@ def test_kip848_group_is_described_through_consumer_group_describe(broker):
         c.commit(asynchronous=False)
         g = get_json(f"{base}/consumer-groups/rest-kip848")
         assert (g["state"], g["partition_assignor"], g["is_simple"]) == ("STABLE", "uniform", False)
-        assert [sorted(map(int, m["assignment"][TOPIC])) for m in g["members"]] == [[0, 1, 2]]
+        assert [sorted(map(int, m["assignment"][topic])) for m in g["members"]] == [[0, 1, 2]]
         lags = get_json(f"{base}/consumer-groups/rest-kip848/lags")["data"]
         assert sorted(x["partition_id"] for x in lags) == [0, 1, 2]
         assert all(x["lag"] == 0 and x["consumer_id"] == g["members"][0]["member_id"] for x in lags)
