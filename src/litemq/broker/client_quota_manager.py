@@ -156,13 +156,19 @@ class ClientQuotaManager:
         if found is None:
             return 0
         bound, tags = found
-        now = self._now_ms()
-        sensor = self._sensor(key, tags, now)
-        sensor.record(value, now)
-        ms = throttle_time_ms(sensor.rate(now), bound, sensor.window_ms(now))
+        ms, _sensor, _now = self._record(key, tags, bound, value)
         if key == REQUEST_PERCENTAGE:
             ms = min(ms, limits.MAX_REQUEST_QUOTA_THROTTLE_MS)
         return ms
+
+    def _record(self, key: str, tags: tuple[str, str], bound: float, value: float
+                ) -> tuple[int, SampledRate, float]:
+        """Record ``value`` in the rate of (``key``, ``tags``): (the throttle time it earns
+        against ``bound``, that rate, the time recorded at)."""
+        now = self._now_ms()
+        sensor = self._sensor(key, tags, now)
+        sensor.record(value, now)
+        return throttle_time_ms(sensor.rate(now), bound, sensor.window_ms(now)), sensor, now
 
     def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
         """Take ``value`` back (a throttled Fetch response that was not sent)."""
@@ -186,10 +192,7 @@ class ClientQuotaManager:
         bound = self._store().ip_quota(ip)
         if bound is None:
             return 0
-        now = self._now_ms()
-        sensor = self._sensor(CONNECTION_CREATION_RATE, (ip, ""), now)
-        sensor.record(1.0, now)
-        ms = throttle_time_ms(sensor.rate(now), bound, sensor.window_ms(now))
+        ms, sensor, now = self._record(CONNECTION_CREATION_RATE, (ip, ""), bound, 1.0)
         if ms > 0:
             sensor.record(-1.0, now)
         return ms

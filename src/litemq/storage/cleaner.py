@@ -137,9 +137,11 @@ class _AbortedTxnTracker:
         return h.is_transactional
 
 
-class _MarkerCleaner:
-    """Which transaction markers a clean keeps, rewrites with a delete horizon or removes (module
-    doc, step 2), fed every batch kept, in offset order (Kafka ``CleanedTransactionMetadata``).
+class _DeleteHorizons:
+    """The delete horizons of one clean (KIP-534, module doc step 2): when a new one falls, whether
+    one has passed, the earliest kept; and which transaction markers the clean keeps, rewrites
+    with a horizon or removes, fed every batch kept, in offset order (Kafka
+    ``CleanedTransactionMetadata``).
 
     Args:
         last_of_producer: producer id -> base offset of its last batch in the cleaned range.
@@ -154,6 +156,14 @@ class _MarkerCleaner:
         """Producer ids with a transactional data batch kept since their last marker."""
         self.next_horizon_ms: int | None = None
         """The earliest delete horizon of a batch this clean kept (a marker's, a tombstone's)."""
+
+    def fresh(self) -> int:
+        """The horizon of a batch that gets its first: now + ``delete.retention.ms``."""
+        return self.now_ms + self.delete_retention_ms
+
+    def passed(self, horizon_ms: int | None) -> bool:
+        """Whether a batch's horizon (None: it has none) has come."""
+        return horizon_ms is not None and horizon_ms <= self.now_ms
 
     def note_horizon(self, horizon_ms: int) -> None:
         """A batch kept with delete horizon ``horizon_ms``."""
@@ -176,12 +186,12 @@ class _MarkerCleaner:
         if had_data or self.last_of_producer.get(pid) == h.base_offset:
             return data
         horizon = h.delete_horizon_ms
-        if horizon is not None and horizon <= self.now_ms:
+        if self.passed(horizon):
             stats.markers_removed += 1
             return None
         if horizon is None:
             stats.markers_expiring += 1
-            horizon = self.now_ms + self.delete_retention_ms
+            horizon = self.fresh()
             _, recs = decode_batch(data)
             data = build_batch(
                 recs, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
@@ -325,16 +335,16 @@ class LogCleaner:
         latest, last_batch_of_producer = self._build_offset_map(plan.segments, plan.start_offset, plan.aborted)
         cleaned: list[tuple[LogSegment, LogSegment]] = []
         tracker = _AbortedTxnTracker(plan.aborted)
-        markers = _MarkerCleaner(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
+        horizons = _DeleteHorizons(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
         try:
             for seg in plan.segments:
-                new = self._clean_segment(seg, latest, last_batch_of_producer, stats, tracker, markers)
+                new = self._clean_segment(seg, latest, last_batch_of_producer, stats, tracker, horizons)
                 cleaned.append((seg, new))
         except BaseException:
             for _, new in cleaned:
                 new.delete_files()
             raise
-        self.next_horizon_ms = markers.next_horizon_ms
+        self.next_horizon_ms = horizons.next_horizon_ms
         return cleaned
 
     def _build_offset_map(self, segments: list[LogSegment], start_offset: int, aborted: list[tuple[int, int]]):
@@ -354,7 +364,7 @@ class LogCleaner:
         return latest, last_batch_of_producer
 
     def _clean_segment(self, seg: LogSegment, latest: dict[bytes, int], last_of_producer: dict[int, int],
-                       stats: CleanStats, tracker: _AbortedTxnTracker, markers: _MarkerCleaner) -> LogSegment:
+                       stats: CleanStats, tracker: _AbortedTxnTracker, horizons: _DeleteHorizons) -> LogSegment:
         new = LogSegment(seg.dir, seg.base_offset, seg.config, suffix=CLEANED_SUFFIX, create=True)
         dropped_markers: set[int] = set()
         try:
@@ -364,7 +374,7 @@ class LogCleaner:
                 last = h.base_offset + h.last_offset_delta
                 aborted_data = tracker.is_aborted_data(h)
                 if h.is_control:
-                    out = markers.clean(h, data, stats)
+                    out = horizons.clean(h, data, stats)
                     if out is None:
                         dropped_markers.add(last)
                     else:
@@ -374,7 +384,7 @@ class LogCleaner:
                 _, recs = decode_batch(data)
                 stats.records_read += len(recs)
                 horizon = h.delete_horizon_ms
-                expired = horizon is not None and horizon <= markers.now_ms
+                expired = horizons.passed(horizon)
                 keep = []
                 tombstones = False
                 for r in recs:
@@ -390,17 +400,18 @@ class LogCleaner:
                     keep.append(r)
                 stats.records_removed += len(recs) - len(keep)
                 if tombstones and horizon is None:
-                    horizon = markers.now_ms + markers.delete_retention_ms  # first kept: the clock starts
+                    horizon = horizons.fresh()  # first kept: the clock starts
                 elif not tombstones:
                     horizon = None  # nothing left that a horizon is for
+                # a base timestamp that holds a horizon is no record's: the max timestamp is
+                record_ts = h.base_timestamp if h.delete_horizon_ms is None else h.max_timestamp
                 if len(keep) == len(recs) and horizon == h.delete_horizon_ms:
                     out = data
                 elif not keep and not (h.producer_id >= 0 and last_of_producer.get(h.producer_id) == h.base_offset):
                     continue
                 else:
-                    # a base timestamp that held a horizon is no record's: the first kept one's
                     base_ts = h.base_timestamp if h.delete_horizon_ms is None else (
-                        keep[0].timestamp if keep else h.max_timestamp)
+                        keep[0].timestamp if keep else record_ts)
                     out = build_batch(
                         keep, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
                         compression=h.compression, timestamp_type=h.timestamp_type, producer_id=h.producer_id,
@@ -408,12 +419,11 @@ class LogCleaner:
                         is_transactional=h.is_transactional, base_timestamp=base_ts,
                         last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
                 if horizon is not None:
-                    markers.note_horizon(horizon)
-                max_ts = max((r.timestamp for r in keep),
-                             default=h.max_timestamp if h.delete_horizon_ms is not None else h.base_timestamp)
+                    horizons.note_horizon(horizon)
+                max_ts = max((r.timestamp for r in keep), default=record_ts)
                 new.append(out, last, max_ts, last)
                 stats.bytes_written += len(out)
-                markers.retained(h)
+                horizons.retained(h)
             for entry in seg.txn_index.entries:
                 if entry.last_offset not in dropped_markers:  # an entry goes with its ABORT marker
                     new.txn_index.append(entry)

@@ -173,9 +173,10 @@ async def handle_alter_client_quotas(ctx, req) -> dict:
                                              validate_only=bool(req.validate_only)))["results"]
         except KafkaError as exc:
             results = [[exc.code, str(exc)]] * n
-        if not req.validate_only and any(code == ErrorCode.NONE for code, _ in results):
-            log.info("AlterClientQuotas from %s: %d of %d entr%s applied", ctx.client_id,
-                     sum(1 for code, _ in results if code == ErrorCode.NONE), n, "y" if n == 1 else "ies")
+        applied = sum(1 for code, _ in results if code == ErrorCode.NONE)
+        if applied and not req.validate_only:
+            log.info("AlterClientQuotas from %s: %d of %d entr%s applied", ctx.client_id, applied, n,
+                     "y" if n == 1 else "ies")
     return {"throttle_time_ms": 0, "entries": [
         {"error_code": code, "error_message": msg, "entity": [{"entity_type": t, "entity_name": name}
                                                               for t, name in pairs]}
