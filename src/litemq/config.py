@@ -139,6 +139,13 @@ class BrokerConfig:
     """In-flight records (SPSO..SPEO) of one share-partition."""
     group_share_max_share_sessions: int = 2000
     """Share sessions one broker keeps (a new one beyond: SHARE_SESSION_LIMIT_REACHED)."""
+    client_telemetry_enable: bool = False
+    """KIP-714: advertise GetTelemetrySubscriptions and PushTelemetry, so Kafka clients push the
+    metrics the ``client-metrics`` subscriptions ask for, and serve them on ``/metrics`` (Kafka
+    needs a metrics reporter plugin with a ``ClientTelemetry`` receiver for this)."""
+    telemetry_max_bytes: int = 1_048_576
+    """Largest metrics payload one PushTelemetry may carry, compressed or not (Kafka
+    ``telemetry.max.bytes``)."""
     share_coordinator_state_topic_num_partitions: int = 50
     """Partitions of ``__share_group_state`` (created on first use)."""
     share_coordinator_state_topic_replication_factor: int = 3
@@ -629,6 +636,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "group.share.partition.max.record.locks": (100, 10_000),
     "group.share.max.share.sessions": (1, None),
     "share.coordinator.state.topic.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
+    "telemetry.max.bytes": (1, 2**31 - 1),
     "share.coordinator.state.topic.replication.factor": (1, RAFT_MAX_VOTERS),
     "offset.metadata.max.bytes": (0, None),
     "broker.heartbeat.interval.ms": (1, None),

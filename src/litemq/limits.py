@@ -219,6 +219,21 @@ CLIENT_QUOTA_SENSOR_IDLE_MS = 3_600_000
 MAX_CLIENT_QUOTA_THROTTLE_MS = 2**31 - 1
 """Largest throttle time a response carries (its field is an int32; a quota of 0 throttles this
 long, as Kafka)."""
+MAX_CLIENT_METRICS_SUBSCRIPTIONS = 10_000
+"""Client metrics subscriptions (KIP-714 CLIENT_METRICS config resources) a cluster stores."""
+MAX_CLIENT_METRICS_NAME_CHARS = 1024
+"""Longest client metrics subscription name (Kafka sets no bound)."""
+MAX_CLIENT_TELEMETRY_INSTANCES = 16_384
+"""Client instances (KIP-714) a broker keeps the subscription state and pushed metrics of; beyond
+it the least recently heard from is dropped (Kafka's ``ClientMetricsManager`` cache size)."""
+CLIENT_TELEMETRY_INSTANCE_EXPIRY_MS = 60_000
+"""A client instance not heard from for the longer of this and three push intervals is dropped
+with its metrics (Kafka ``ClientMetricsManager.DEFAULT_CACHE_EXPIRY_MS``)."""
+MAX_CLIENT_TELEMETRY_SERIES_PER_INSTANCE = 2_000
+"""Metric series (name and attributes) one client instance's pushes may hold on /metrics; the
+rest of a push is dropped (a librdkafka client pushes a few dozen per broker it talks to)."""
+MAX_CLIENT_TELEMETRY_LABEL_CHARS = 256
+"""Longest label value a pushed metric carries onto /metrics (longer ones are cut)."""
 MAX_REQUEST_QUOTA_THROTTLE_MS = CLIENT_QUOTA_WINDOW_MS
 """Longest throttle a ``request_percentage`` quota imposes at once (Kafka
 ``ClientRequestQuotaManager.maxThrottleTimeMs``: one quota window)."""

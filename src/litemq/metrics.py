@@ -334,6 +334,9 @@ class _BrokerCollector:
         yield from self._groups(m)
         yield from self._share_groups(getattr(rt, "share_coordinator", None))
         yield from self._client_quotas(getattr(rt, "client_quotas", None))
+        telemetry = getattr(rt, "client_telemetry", None)
+        if telemetry is not None:  # KIP-714 metrics pushed by clients
+            yield from telemetry.metric_families()
         conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                   "Open client connections per listener.", labels=["listener"])
         per_listener: dict[str, int] = {s.name: 0 for s in rt.listeners}

@@ -31,8 +31,9 @@ ANSWER_TIMEOUT_S = 20.0
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     # a JoinGroup v0-3 of a new group waits the initial rebalance delay (Kafka: 3 s)
+    # client telemetry on: GetTelemetrySubscriptions and PushTelemetry (KIP-714) are advertised too
     with BrokerProcess(tmp_path_factory.mktemp("answered") / "data",
-                       overrides={"group.initial.rebalance.delay.ms": "0"}) as b:
+                       overrides={"group.initial.rebalance.delay.ms": "0", "client.telemetry.enable": "true"}) as b:
         yield b
 
 

@@ -343,6 +343,12 @@ class AdminWire:
         assert r.error_code == E.NONE, E(r.error_code).name
         return {v.key: v.value for entry in r.entries for v in entry.values}
 
+    def client_metrics_subscriptions(self) -> list[str]:
+        """The client metrics subscription names (ListClientMetricsResources, KIP-714)."""
+        r = self.request(74, 0, {})
+        assert r.error_code == E.NONE, E(r.error_code).name
+        return [x.name for x in r.client_metrics_resources]
+
     def scram_user(self, user: str) -> tuple[int, list[int]]:
         """(error code, mechanism codes) of one user from DescribeUserScramCredentials."""
         r = self.request(50, 0, {"users": [{"name": user}]})

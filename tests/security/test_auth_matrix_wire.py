@@ -215,11 +215,13 @@ def txn_state(c):
 
 def config_row(rid, api_key, version, resource_type, op, alter=False):
     """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs on a topic (2), a broker (4, checked
-    on the cluster), a broker logger (8, the cluster) or a group (32)."""
-    rtype = {2: R.TOPIC, 4: R.CLUSTER, 8: R.CLUSTER, 32: R.GROUP}[resource_type]
+    on the cluster), a broker logger (8, the cluster), a client metrics subscription (16, the
+    cluster; KIP-714) or a group (32)."""
+    rtype = {2: R.TOPIC, 4: R.CLUSTER, 8: R.CLUSTER, 16: R.CLUSTER, 32: R.GROUP}[resource_type]
 
     def name(c):
-        return {2: c.topic, 4: str(c.s.get("node", "")), 8: str(c.s.get("node", "")), 32: c.group}[resource_type]
+        return {2: c.topic, 4: str(c.s.get("node", "")), 8: str(c.s.get("node", "")), 16: c.topic,
+                32: c.group}[resource_type]
 
     def setup(c):
         if resource_type == 2:
@@ -240,6 +242,8 @@ def config_row(rid, api_key, version, resource_type, op, alter=False):
         if resource_type == 8:
             cfg["name"] = "kafka.server.KafkaApis"
             cfg["value"] = "INFO"
+        if resource_type == 16:
+            cfg.update(name="metrics", value="org.apache.kafka.producer.")
         return w.request(api_key, version, {"resources": [{"resource_type": resource_type, "resource_name": name(c),
                                                            "configs": [cfg]}], "validate_only": False})
 
@@ -253,10 +257,12 @@ def config_row(rid, api_key, version, resource_type, op, alter=False):
     state = (lambda c: c.admin.topic_config(c.topic, "retention.ms")) if resource_type == 2 and alter else None
 
     def allowed(r, c, before):
-        if resource_type == 2:
+        if resource_type in (2, 16):
             assert codes(r, c) == [E.NONE], [E(x).name for x in codes(r, c)]
-            if alter:
-                assert c.admin.topic_config(c.topic, "retention.ms") == "123456"
+        if resource_type == 2 and alter:
+            assert c.admin.topic_config(c.topic, "retention.ms") == "123456"
+        if resource_type == 16 and alter:
+            assert name(c) in c.admin.client_metrics_subscriptions(), "subscription not stored"
 
     return Row(rid, api_key, version, (Need(rtype, op),), send, codes, setup=setup, state=state, leak=leak,
                allowed=allowed)
@@ -559,6 +565,15 @@ ROWS: list[Row] = [
     config_row("incremental_alter_configs_broker", 44, 1, 4, O.ALTER_CONFIGS, alter=True),
     config_row("incremental_alter_configs_broker_logger", 44, 1, 8, O.ALTER_CONFIGS, alter=True),
     config_row("incremental_alter_configs_group", 44, 1, 32, O.ALTER_CONFIGS, alter=True),
+    config_row("describe_configs_client_metrics", 32, 4, 16, O.DESCRIBE_CONFIGS),
+    config_row("incremental_alter_configs_client_metrics", 44, 1, 16, O.ALTER_CONFIGS, alter=True),
+    Row("list_client_metrics_resources", 74, 0, (Need(C, O.DESCRIBE_CONFIGS),),
+        lambda w, c: w.request(74, 0, {}), top_code,
+        setup=lambda c: c.admin.request(44, 1, {"validate_only": False, "resources": [{
+            "resource_type": 16, "resource_name": "matrix-subscription",
+            "configs": [{"name": "metrics", "config_operation": 0, "value": "*"}]}]}),
+        leak=lambda r, c: not r.client_metrics_resources or pytest.fail("subscriptions leaked"),
+        allowed=lambda r, c, b: r.client_metrics_resources or pytest.fail("no subscription listed")),
     Row("describe_cluster", 60, 1, (Need(C, O.DESCRIBE, NO_OPERATIONS),),
         lambda w, c: w.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})),
     # ---------------------------------------------------------------- groups

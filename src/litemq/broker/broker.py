@@ -21,6 +21,7 @@ from typing import Any, Callable
 from litemq import limits
 from litemq.broker import dynamic_config
 from litemq.broker.client_quota_manager import ClientQuotaManager
+from litemq.broker.client_telemetry import ClientTelemetryManager
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
@@ -110,6 +111,9 @@ class BrokerRuntime:
             self.connections: set[Connection] = set()
             self.client_quotas = ClientQuotaManager(lambda: self.metadata.client_quotas,
                                                     lambda: time.monotonic() * 1000.0)
+            self.client_telemetry = ClientTelemetryManager(lambda: self.metadata.client_metrics,
+                                                           config.telemetry_max_bytes) \
+                if config.client_telemetry_enable else None  # KIP-714, off by default as in Kafka
             self.handlers: dict[int, Callable[..., Any]] = {}
             self.api_versions: dict[int, tuple[int, int]] = {}
             self.coordinator = None

@@ -150,6 +150,8 @@ class Connection(asyncio.Protocol):
         self._close_linger_s = 0.0
         self.sasl_session = new_sasl_session(self)
         """SASL state (litemq.security.sasl.SaslSession) on SASL_PLAINTEXT/SASL_SSL listeners, else None."""
+        self.client_software: tuple[str, str] | None = None
+        """(name, version) the client's ApiVersions v3+ gave (KIP-511), else None."""
         self.close_callbacks: dict[str, Callable[[], None]] = {}
         """Run once when the connection is lost, by name (one per listener; KIP-932: the share
         sessions opened on this connection end with it, Kafka ``ShareSessionCache``'s

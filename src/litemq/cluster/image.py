@@ -35,6 +35,7 @@ create_acls             ``acls`` (binding rows; see :mod:`litemq.security.record
 delete_acls             ``filters`` (every binding matching one is removed)
 alter_scram_credentials ``deletions``, ``upsertions`` (KIP-554)
 alter_client_quotas     ``changes`` (KIP-546; see :mod:`litemq.security.client_quotas`)
+alter_client_metrics    ``name``, ``configs`` (KIP-714; see :mod:`litemq.security.client_metrics`)
 change_partition        ``name``, ``partition``, ``replicas`` (every broker that hosts a replica,
                         target first: Kafka's PartitionChangeRecord ``Replicas``), ``target``
                         and ``original`` (the reassignment in progress, KIP-455; both null when
@@ -56,6 +57,7 @@ from litemq.cluster.metadata import TopicInfo, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.security.client_metrics import ClientMetricsStore
 from litemq.security.client_quotas import ClientQuotaStore
 
 __all__ = ["ApplyResult", "BrokerInfo", "MetadataImage", "Reassignment", "assign_replicas", "check_replica_list", "encode_record", "decode_record",
@@ -288,6 +290,8 @@ class MetadataImage:
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
         client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
+        client_metrics: the client metrics subscriptions (KIP-714,
+            :class:`~litemq.security.client_metrics.ClientMetricsStore`).
         broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
             string -> Kafka config name -> value.
         reassignments: (topic, partition) -> :class:`Reassignment` in progress.
@@ -304,6 +308,7 @@ class MetadataImage:
         self.acls = AclStore()
         self.scram_credentials: dict = {}
         self.client_quotas = ClientQuotaStore()
+        self.client_metrics = ClientMetricsStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.unregistered: dict[int, str] = {}
@@ -464,6 +469,7 @@ class MetadataImage:
     _apply_delete_acls = _apply_create_acls
     _apply_alter_scram_credentials = _apply_create_acls
     _apply_alter_client_quotas = _apply_create_acls
+    _apply_alter_client_metrics = _apply_create_acls
 
     # ------------------------------------------------------------ snapshots
     def to_json(self) -> dict:
@@ -478,6 +484,7 @@ class MetadataImage:
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
             "client_quotas": self.client_quotas.to_json(),
+            "client_metrics": self.client_metrics.to_json(),
             "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
             "unregistered": {str(n): inc for n, inc in self.unregistered.items()},
         }
@@ -504,6 +511,7 @@ class MetadataImage:
         img.acls = AclStore.from_json(d.get("acls", []))
         img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
         img.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
+        img.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
         img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
                              for t, i, target, original in d.get("reassignments") or ()}
         img.unregistered = {int(n): str(inc) for n, inc in dict(d.get("unregistered") or {}).items()}

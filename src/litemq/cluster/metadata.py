@@ -20,6 +20,7 @@ from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.security.client_metrics import ClientMetricsStore
 from litemq.security.client_quotas import ClientQuotaStore
 from litemq.storage.manager import METADATA_DIR_NAME
 
@@ -88,6 +89,8 @@ class ClusterMetadata:
         acls: the ACL bindings (:class:`~litemq.security.acls.AclStore`).
         scram_credentials: user -> SCRAM mechanism name -> ScramCredential (KIP-554).
         client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
+        client_metrics: the client metrics subscriptions (KIP-714,
+            :class:`~litemq.security.client_metrics.ClientMetricsStore`).
         broker_configs: dynamic broker configs: "" (the default) or the node id as a string ->
             Kafka config name -> value (``kafka-configs.sh --entity-type brokers``).
 
@@ -107,6 +110,7 @@ class ClusterMetadata:
         self.acls = AclStore()
         self.scram_credentials: dict = {}
         self.client_quotas = ClientQuotaStore()
+        self.client_metrics = ClientMetricsStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._new_cluster_id = new_cluster_id
         self._next_producer_id = 0
@@ -123,6 +127,7 @@ class ClusterMetadata:
             self.acls = AclStore.from_json(d.get("acls", []))
             self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
             self.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
+            self.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
             self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                                    for k, c in dict(d.get("broker_configs") or {}).items()}
             # Reserved blocks are not handed out again after a restart (as Kafka's
@@ -140,6 +145,7 @@ class ClusterMetadata:
             "acls": self.acls.to_json(),
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
             "client_quotas": self.client_quotas.to_json(),
+            "client_metrics": self.client_metrics.to_json(),
             "broker_configs": self.broker_configs,
         }
         tmp = self._path.with_suffix(".tmp")

@@ -690,6 +690,24 @@ def _decompress(codec: int, data: memoryview, limit: int):
     return out
 
 
+def decompress(codec: int, data: bytes | memoryview, max_decompressed_bytes: int) -> bytes:
+    """Decompress ``data`` written with Kafka codec ``codec`` (0 none, 1 gzip, 2 snappy raw or
+    xerial-framed, 3 lz4 frame, 4 zstd frame), as record batches are; the output is bounded by
+    ``max_decompressed_bytes``. Used for payloads outside batches (KIP-714 PushTelemetry).
+
+    Raises:
+        UnsupportedCompressionError: ``codec`` outside 0..4.
+        CorruptRecordError: bytes the codec cannot read.
+        InvalidRecordError: more than ``max_decompressed_bytes`` bytes (the only reason the
+            codecs raise it).
+    """
+    if codec == COMPRESSION_NONE:
+        if len(data) > max_decompressed_bytes:
+            raise _too_big(len(data), max_decompressed_bytes)
+        return bytes(data)
+    return bytes(_decompress(codec, memoryview(data), max_decompressed_bytes))
+
+
 def _compress(codec: int, data: bytes, level: int | None) -> bytes:
     if codec == COMPRESSION_GZIP:
         c = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)

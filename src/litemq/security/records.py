@@ -1,12 +1,13 @@
-"""ACLs, SCRAM credentials and client quotas as cluster metadata: planning changes and applying their records.
+"""ACLs, SCRAM credentials, client quotas and client metrics subscriptions as cluster metadata: planning changes and applying their records.
 
 The same code serves both metadata stores: the single broker's
 :class:`~litemq.cluster.metadata.ClusterMetadata` (plan, then apply and persist at once) and the
 replicated :class:`~litemq.cluster.image.MetadataImage` (the metadata leader plans against its
 image and proposes the record; every broker applies it when committed). A *state* is any object
 with ``acls`` (:class:`~litemq.security.acls.AclStore`), ``scram_credentials``
-(``dict[user, dict[mechanism name, ScramCredential]]``) and ``client_quotas``
-(:class:`~litemq.security.client_quotas.ClientQuotaStore`).
+(``dict[user, dict[mechanism name, ScramCredential]]``), ``client_quotas``
+(:class:`~litemq.security.client_quotas.ClientQuotaStore`) and ``client_metrics``
+(:class:`~litemq.security.client_metrics.ClientMetricsStore`).
 
 Actions (:func:`plan`) and the records they produce (:func:`apply`):
 
@@ -20,6 +21,8 @@ alter_scram_credentials  ``deletions``: ``[user, mechanism code]``,   ``deletion
                          iterations, salt hex, salted password hex]`` ``[user, credential json]``
 alter_client_quotas      ``entries``, ``validate_only``: see           ``changes``: ``[entity, {key:
                          :func:`litemq.security.client_quotas.plan`   value}, [removed keys]]``
+alter_client_metrics     ``name``, ``configs``, ``validate_only``:     ``name``, ``configs`` (empty:
+                         :func:`litemq.security.client_metrics.plan`  the subscription is deleted)
 ======================== ============================================ =============================
 
 A delete_acls record carries the filters, not the bindings, so deleting every ACL stays one
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.security import client_quotas
+from litemq.security import client_metrics, client_quotas
 from litemq.security.acls import (
     UNKNOWN_CODE,
     AclBinding,
@@ -51,7 +54,8 @@ from litemq.security.credentials import (
     credential_from_salted_password,
 )
 
-ACTIONS = frozenset({"create_acls", "delete_acls", "alter_scram_credentials", "alter_client_quotas"})
+ACTIONS = frozenset({"create_acls", "delete_acls", "alter_scram_credentials", "alter_client_quotas",
+                     "alter_client_metrics"})
 """Metadata actions (and record types) this module plans and applies."""
 
 _OK = ErrorCode.NONE
@@ -85,6 +89,8 @@ def plan(state, action: str, args: dict) -> tuple[dict | None, dict]:
             return _plan_alter_scram(state, list(args.get("deletions") or ()), list(args.get("upsertions") or ()))
         if action == "alter_client_quotas":
             return client_quotas.plan(state, args)
+        if action == "alter_client_metrics":
+            return client_metrics.plan(state, args)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise KafkaError(f"malformed {action} request: {exc}", ErrorCode.INVALID_REQUEST) from None
     raise KafkaError(f"unknown security action {action!r}", ErrorCode.INVALID_REQUEST)
@@ -247,6 +253,8 @@ def apply(state, rec: dict) -> None:
             creds.setdefault(user, {})[cred.mechanism] = cred
     elif kind == "alter_client_quotas":
         client_quotas.apply(state, rec)
+    elif kind == "alter_client_metrics":
+        client_metrics.apply(state, rec)
     else:
         raise ValueError(f"not a security record: {kind!r}")
 

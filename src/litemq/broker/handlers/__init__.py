@@ -24,7 +24,7 @@ class HandlerRegistry(Protocol):
 def register_all(runtime: HandlerRegistry) -> None:
     """Register every API this broker serves, with the version ranges it advertises (and create
     the group and transaction coordinators, which the group and txn modules own)."""
-    from litemq.broker.handlers import admin, core, fetch, produce, quorum, reassign, security_admin
+    from litemq.broker.handlers import admin, core, fetch, produce, quorum, reassign, security_admin, telemetry
 
     core.register(runtime)
     produce.register(runtime)
@@ -36,6 +36,7 @@ def register_all(runtime: HandlerRegistry) -> None:
 
     sasl.register(runtime)
     security_admin.register(runtime)
+    telemetry.register(runtime)
     try:
         from litemq.broker.handlers import groups
     except ImportError:  # the group coordinator is optional until it lands

@@ -25,10 +25,12 @@ from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
 from litemq.broker.config_types import broker_config_type, topic_config_type
+from litemq.broker.handlers.security_admin import metadata_change
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.security.client_metrics import INTERVAL_MS, MATCH, METRICS
 from litemq.security.client_quotas import CONTROLLER_MUTATION_RATE
 from litemq.storage.config import INTERNAL_TOPIC_CONFIGS
 
@@ -36,8 +38,9 @@ log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 16, 32
 """Kafka ``ConfigResource.Type`` ids (CLIENT_METRICS: KIP-714, GROUP: KIP-848). LiteMQ keeps no
-broker logger or client metrics configs: after authorization those answer INVALID_REQUEST."""
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
+broker logger configs: after authorization those answer INVALID_REQUEST."""
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_CLIENT_METRICS, SOURCE_GROUP = 1, 4, 5, 7, 8
+_CLIENT_METRICS_CONFIG_TYPES = {METRICS: 7, INTERVAL_MS: 3, MATCH: 7}  # DescribeConfigs v3+ ConfigType: LIST, INT
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -353,6 +356,38 @@ async def _alter_group_configs(runtime, r, incremental: bool, validate_only: boo
         raise KafkaError(f"the coordinator of group {r.resource_name} did not store the configs", err)
 
 
+def _client_metrics_entries(runtime, name: str, keys) -> list[dict]:
+    """DescribeConfigs entries of a CLIENT_METRICS resource (KIP-714): the configs set on
+    subscription ``name`` (CLIENT_METRICS_CONFIG), none for an unknown one (as Kafka).
+
+    Raises:
+        KafkaError(INVALID_REQUEST): an empty name.
+    """
+    if not name:
+        raise KafkaError("Client metrics subscription name must not be empty", ErrorCode.INVALID_REQUEST)
+    configs = runtime.metadata.client_metrics.subscriptions.get(name, {})
+    return [{"name": k, "value": v, "read_only": False, "is_default": False, "config_source": SOURCE_CLIENT_METRICS,
+             "is_sensitive": False, "synonyms": [], "config_type": _CLIENT_METRICS_CONFIG_TYPES.get(k, 0),
+             "documentation": None}
+            for k, v in sorted(configs.items()) if keys is None or k in keys]
+
+
+async def _alter_client_metrics(runtime, r, incremental: bool, validate_only: bool) -> None:
+    """AlterConfigs/IncrementalAlterConfigs of a CLIENT_METRICS resource
+    (``kafka-client-metrics.sh``): the subscription's new config set, checked as Kafka's
+    ``ClientMetricsConfigs.validate`` does, stored in the cluster metadata (all configs
+    deleted: the subscription is gone).
+
+    Raises:
+        KafkaError: INVALID_REQUEST / INVALID_CONFIG (see :mod:`litemq.security.client_metrics`),
+            or the metadata change's error.
+    """
+    current = runtime.metadata.client_metrics.subscriptions.get(r.resource_name, {}) if incremental else {}
+    new = _altered(current, r.configs, incremental)
+    await metadata_change(runtime, "alter_client_metrics", name=r.resource_name, configs=new,
+                          validate_only=validate_only)
+
+
 _CONFIG_RESOURCE_ACL = {
     TOPIC_RESOURCE: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     BROKER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
@@ -397,6 +432,11 @@ async def handle_describe_configs(ctx, req) -> dict:
                 entry["configs"] = _broker_config_entries(runtime, r.resource_name or "", keys, req.include_synonyms)
             except KafkaError as exc:
                 entry.update(error_code=exc.code, error_message=str(exc))
+        elif r.resource_type == CLIENT_METRICS_RESOURCE:
+            try:
+                entry["configs"] = _client_metrics_entries(runtime, r.resource_name, keys)
+            except KafkaError as exc:
+                entry.update(error_code=exc.code, error_message=str(exc))
         elif r.resource_type == GROUP_RESOURCE:
             if not r.resource_name:
                 entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
@@ -432,8 +472,8 @@ def _altered(current: dict[str, str], configs, incremental: bool) -> dict[str, s
         elif op == DELETE:
             new.pop(c.name, None)
         elif op in (APPEND, SUBTRACT):
-            items = [x for x in new.get(c.name, "").split(",") if x]
-            vals = [x for x in (c.value or "").split(",") if x]
+            items = [x.strip() for x in new.get(c.name, "").split(",") if x.strip()]  # Kafka's LIST parsing
+            vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
             items = items + [x for x in vals if x not in items] if op == APPEND else [x for x in items if x not in vals]
             new[c.name] = ",".join(items)
         else:
@@ -455,6 +495,10 @@ async def _alter(ctx, req, incremental: bool) -> dict:
                 await _alter_group_configs(runtime, r, incremental, req.validate_only)
                 out.append(entry)
                 continue
+            if r.resource_type == CLIENT_METRICS_RESOURCE:
+                await _alter_client_metrics(runtime, r, incremental, req.validate_only)
+                out.append(entry)
+                continue
             if r.resource_type == BROKER_RESOURCE:
                 # kafka-configs.sh --entity-type brokers (--entity-name N | --entity-default)
                 resource = r.resource_name or dynamic_config.DEFAULT_RESOURCE
@@ -467,7 +511,8 @@ async def _alter(ctx, req, incremental: bool) -> dict:
                 out.append(entry)
                 continue
             if r.resource_type != TOPIC_RESOURCE:
-                raise KafkaError("only topic, broker and group configs can be altered", ErrorCode.INVALID_REQUEST)
+                raise KafkaError("only topic, broker, client metrics and group configs can be altered",
+                                 ErrorCode.INVALID_REQUEST)
             info = runtime.metadata.topics.get(r.resource_name)
             if info is None:
                 raise KafkaError("unknown topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -27,6 +27,9 @@ from litemq.protocol.errors import ErrorCode, KafkaError
 
 
 def handle_api_versions(ctx, req) -> dict:
+    if ctx.version >= 3 and req.client_software_name and hasattr(ctx.connection, "client_software"):
+        # KIP-511; client metrics subscriptions match on it (KIP-714)
+        ctx.connection.client_software = (req.client_software_name[:256], (req.client_software_version or "")[:256])
     return ctx.runtime.api_versions_body()
 
 
