@@ -63,6 +63,28 @@ def _accept_what_comes_again(bs: str) -> list[tuple[int, int]]:
     return again
 
 
+def _check_share_coordinator(cluster, group: str, topic: str) -> None:
+    """FindCoordinator v6 of share-partition (group, topic, 0) names, from every broker, the
+    leader of the ``__share_group_state`` partition its state is in (KIP-932 key type SHARE)."""
+    import base64
+
+    from litemq.coordinator.records import partition_for
+    from litemq.coordinator.share_records import SHARE_STATE_TOPIC, ShareStateKey
+    from litemq.testing.wire import WireClient
+
+    with WireClient("127.0.0.1", cluster.node(cluster.node_ids[0]).port) as w:
+        topic_id = [t.topic_id for t in w.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                                        "allow_auto_topic_creation": False,
+                                                        "include_topic_authorized_operations": False}).topics][0]
+    key = f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}:0"
+    index = partition_for(ShareStateKey(group, topic_id, 0).coordinator_key(), 50)
+    state_leader = cluster.wait_leaders(SHARE_STATE_TOPIC, 50)[index]
+    for node in cluster.node_ids:
+        with WireClient("127.0.0.1", cluster.node(node).port) as w:
+            found = w.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "gq:not-a-topic-id:0"]}).coordinators
+        assert [(c.error_code, c.node_id) for c in found] == [(0, state_leader), (42, -1)], (node, found)
+
+
 def test_share_partition_state_survives_a_leader_sigkill(tmp_path):
     with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
         bs = cluster.bootstrap_servers
@@ -70,6 +92,7 @@ def test_share_partition_state_survives_a_leader_sigkill(tmp_path):
         admin.create_topics([NewTopic("q", 1, 3)], operation_timeout=30)["q"].result(timeout=60)
         cluster.wait_leaders("q", 1)
         _accept_evens_release_odds(bs).close()
+        _check_share_coordinator(cluster, "gq", "q")
         old = cluster.leader_of("q", 0)
         cluster.kill(old)
         cluster.wait_leaders("q", 1, exclude=[old])

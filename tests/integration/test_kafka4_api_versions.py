@@ -38,3 +38,19 @@ def test_metadata_v13_and_describe_cluster_v2_on_one_broker(shared_broker):
                                "include_fenced_brokers": True})
     assert md.error_code == E.NONE and [(t.name, len(t.partitions)) for t in md.topics] == [("api-v13", 2)]
     assert [(b.broker_id, b.is_fenced) for b in dc.brokers] == [(1, False)]
+
+
+def test_find_coordinator_v6_share_keys_and_v5(shared_broker):
+    """FindCoordinator v5 (KIP-890: may answer TRANSACTION_ABORTABLE) changes nothing else; v6
+    takes key type SHARE (KIP-932), ``group:topicId:partition``, which older versions refuse."""
+    share_key = "g:AAAAAAAAAAAAAAAAAAAAAQ:3"
+    with WireClient("127.0.0.1", shared_broker.port) as w:
+        v5 = w.request(10, 5, {"key_type": 0, "coordinator_keys": ["a-group"]}).coordinators
+        old = w.request(10, 5, {"key_type": 2, "coordinator_keys": [share_key]}).coordinators
+        v6 = w.request(10, 6, {"key_type": 2, "coordinator_keys": [
+            share_key, "g:AAAAAAAAAAAAAAAAAAAAAQ", ":AAAAAAAAAAAAAAAAAAAAAQ:0", "g:!!!!!!!!!!!!!!!!!!!!!!:0",
+            "g:AAAAAAAAAAAAAAAAAAAAAQ:-1", "g:AAAAAAAAAAAAAAAAAAAAAQ:x"]}).coordinators
+    assert [(c.error_code, c.node_id) for c in v5] == [(E.NONE, 1)]
+    assert [c.error_code for c in old] == [E.INVALID_REQUEST]
+    assert [(c.key, c.error_code, c.node_id) for c in v6][0] == (share_key, E.NONE, 1)
+    assert [c.error_code for c in v6[1:]] == [E.INVALID_REQUEST] * 5

@@ -585,6 +585,10 @@ ROWS: list[Row] = [
         lambda w, c: w.request(10, 4, {"key_type": 1, "coordinator_keys": [c.txn]}),
         lambda r, c: [x.error_code for x in r.coordinators],
         leak=lambda r, c: r.coordinators[0].node_id == -1 or pytest.fail("coordinator leaked")),
+    Row("find_coordinator_share", 10, 6, (Need(C, O.CLUSTER_ACTION),),  # KIP-932: brokers ask it
+        lambda w, c: w.request(10, 6, {"key_type": 2, "coordinator_keys": [f"{c.group}:AAAAAAAAAAAAAAAAAAAAAQ:0"]}),
+        lambda r, c: [x.error_code for x in r.coordinators],
+        leak=lambda r, c: r.coordinators[0].node_id == -1 or pytest.fail("coordinator leaked")),
     Row("join_group", 11, 9, (Need(G, O.READ),), join_group, top_code,
         state=lambda c: c.admin.list_groups() & {c.group},
         allowed=lambda r, c, b: c.admin.group(c.group)[1] == 1 or pytest.fail("not joined")),

@@ -31,8 +31,10 @@ Sources: KIP-932; Kafka 4.1 ``SharePartition``, ``SharePartitionManager``,
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -557,6 +559,28 @@ class ShareCoordinator:
                                                self.config.share_coordinator_state_topic_replication_factor,
                                                SHARE_STATE_SEGMENT_BYTES)
         return partition_for(key.coordinator_key(), info.num_partitions)
+
+    def state_partition_for(self, coordinator_key: str) -> int:
+        """The ``__share_group_state`` partition of Kafka's share coordinator key
+        ``group:topicId:partition`` (the topic id in Kafka's base64 form; FindCoordinator v6 key
+        type SHARE).
+
+        Raises:
+            KafkaError: INVALID_REQUEST (not of that form: Kafka ``SharePartitionKey.validate``),
+                or the state topic's creation error.
+        """
+        parts = coordinator_key.split(":")
+        try:
+            if len(parts) != 3 or not parts[0] or len(parts[1]) != 22:
+                raise ValueError("not group:topicId:partition")
+            topic_id = uuid.UUID(bytes=base64.b64decode(parts[1] + "==", altchars=b"-_", validate=True))
+            partition = int(parts[2])
+            if partition < 0:
+                raise ValueError("negative partition")
+        except ValueError:
+            raise KafkaError(f"Share coordinator key {coordinator_key!r} is not of the form groupId:topicId:partition",
+                             E.INVALID_REQUEST) from None
+        return self._state_partition(ShareStateKey(parts[0], topic_id, partition))
 
     def _local_state(self, index: int) -> dict[ShareStateKey, ShareSnapshot] | None:
         """The latest snapshot of every key of state partition ``index`` when this broker leads

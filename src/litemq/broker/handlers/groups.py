@@ -1,6 +1,6 @@
 """Consumer group APIs, answered by the :class:`~litemq.coordinator.coordinator.GroupCoordinator`.
 
-FindCoordinator (10) v0-4, JoinGroup (11) v0-9, Heartbeat (12) v0-4, LeaveGroup (13) v0-5,
+FindCoordinator (10) v0-6 (v6: KIP-932 share coordinator keys), JoinGroup (11) v0-9, Heartbeat (12) v0-4, LeaveGroup (13) v0-5,
 SyncGroup (14) v0-5, DescribeGroups (15) v0-5, ListGroups (16) v0-5, OffsetCommit (8) v0-9,
 OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0, ConsumerGroupHeartbeat (68)
 v0-1, ConsumerGroupDescribe (69) v0-1.
@@ -41,10 +41,11 @@ from litemq.coordinator.group import GroupState
 from litemq.coordinator.group_manager import group_type
 from litemq.coordinator.transaction import TXN_TOPIC
 from litemq.coordinator.records import OffsetAndMetadata
-from litemq.protocol.errors import ErrorCode as E
+from litemq.coordinator.share_records import SHARE_STATE_TOPIC
+from litemq.protocol.errors import ErrorCode as E, KafkaError
 
 INT32_MIN = -(2**31)
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
 
 def _coord(ctx) -> GroupCoordinator:
@@ -60,6 +61,7 @@ def client_host(ctx) -> str:
 def _find_one(ctx, key: str, key_type: int) -> dict:
     runtime = ctx.runtime
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": E.NONE, "error_message": None}
+    listener = ctx.connection.listener_name
     if key_type == KEY_TYPE_TRANSACTION:
         coord = runtime.txn_coordinator
         if not key:
@@ -73,22 +75,44 @@ def _find_one(ctx, key: str, key_type: int) -> dict:
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
             out.update(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             return out
+    elif key_type == KEY_TYPE_SHARE and ctx.version >= 6:
+        return _find_share_coordinator(ctx, key, out)
     else:
         out.update(error_code=E.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return out
     if runtime.cluster is not None:
-        return _find_one_in_cluster(runtime, coord, key, out, ctx.connection.listener_name)
+        is_txn = coord is runtime.txn_coordinator
+        try:
+            coord.ensure_txn_topic() if is_txn else coord.ensure_offsets_topic()
+        except Exception:
+            out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="internal topic is being created")
+            return out
+        return _leader_endpoint(runtime, TXN_TOPIC if is_txn else OFFSETS_TOPIC, coord.partition_for(key or ""),
+                                out, listener)
     err = coord.coordinator_error(key) if key_type == KEY_TYPE_TRANSACTION else \
         coord.coordinator_error(key, require_id=False)
     if err:
         out.update(error_code=err, error_message=E(err).name)
         return out
-    endpoint = next((b for b in runtime.brokers(ctx.connection.listener_name) if b[0] == runtime.config.node_id), None)
-    if endpoint is None:  # the listener the request came in on is not advertised
-        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="listener not advertised")
+    return _endpoint(runtime, runtime.config.node_id, out, listener)
+
+
+def _find_share_coordinator(ctx, key: str, out: dict) -> dict:
+    """FindCoordinator v6 key type SHARE (KIP-932; sent by brokers, not clients): the leader of
+    the ``__share_group_state`` partition of ``group:topicId:partition``. Needs CLUSTER_ACTION
+    on the cluster (CLUSTER_AUTHORIZATION_FAILED); a malformed key is INVALID_REQUEST."""
+    runtime = ctx.runtime
+    if not authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        out.update(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
         return out
-    out.update(node_id=endpoint[0], host=endpoint[1], port=endpoint[2])
-    return out
+    try:
+        index = runtime.share_coordinator.state_partition_for(key)
+    except KafkaError as exc:
+        out.update(error_code=exc.code, error_message=str(exc))
+        return out
+    if runtime.cluster is None:
+        return _endpoint(runtime, runtime.config.node_id, out, ctx.connection.listener_name)
+    return _leader_endpoint(runtime, SHARE_STATE_TOPIC, index, out, ctx.connection.listener_name)
 
 
 def handle_find_coordinator(ctx, req) -> dict:
@@ -101,21 +125,20 @@ def handle_find_coordinator(ctx, req) -> dict:
     return {"throttle_time_ms": 0, **one}
 
 
-def _find_one_in_cluster(runtime, coord, key: str, out: dict, listener_name: str | None = None) -> dict:
-    """The coordinator of a group (a transactional id) is the leader of its
-    ``__consumer_offsets`` (``__transaction_state``) partition, as advertised on the listener
-    ``listener_name`` the request came in on."""
-    is_txn = coord is runtime.txn_coordinator
-    try:
-        coord.ensure_txn_topic() if is_txn else coord.ensure_offsets_topic()
-    except Exception:
-        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="internal topic is being created")
-        return out
-    topic = TXN_TOPIC if is_txn else OFFSETS_TOPIC
-    leader, _ = runtime.cluster.leader_of(topic, coord.partition_for(key or ""))
-    endpoint = next((b for b in runtime.brokers(listener_name) if b[0] == leader), None)
+def _leader_endpoint(runtime, topic: str, index: int, out: dict, listener_name: str | None) -> dict:
+    """``out`` filled with the endpoint of the leader of ``topic``'s partition ``index`` (the
+    coordinator of a group, transactional id or share-partition's state), as advertised on the
+    listener the request came in on; COORDINATOR_NOT_AVAILABLE without a live leader."""
+    leader, _ = runtime.cluster.leader_of(topic, index)
+    return _endpoint(runtime, leader, out, listener_name,
+                     f"no live leader of {topic}-{index}")
+
+
+def _endpoint(runtime, node_id: int, out: dict, listener_name: str | None,
+              missing: str = "listener not advertised") -> dict:
+    endpoint = next((b for b in runtime.brokers(listener_name) if b[0] == node_id), None)
     if endpoint is None:
-        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message="no live leader of the offsets partition")
+        out.update(error_code=E.COORDINATOR_NOT_AVAILABLE, error_message=missing)
         return out
     out.update(node_id=endpoint[0], host=endpoint[1], port=endpoint[2])
     return out
@@ -489,7 +512,7 @@ def register(runtime) -> None:
     coordinator = GroupCoordinator(BrokerCoordinatorHost(runtime))
     runtime.coordinator = coordinator
     coordinator.start()
-    runtime.register(10, handle_find_coordinator, 0, 4)
+    runtime.register(10, handle_find_coordinator, 0, 6)
     runtime.register(11, handle_join_group, 0, 9)
     runtime.register(12, handle_heartbeat, 0, 4)
     runtime.register(13, handle_leave_group, 0, 5)
