@@ -223,6 +223,13 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = 100
     """A failed authentication is answered and its connection closed this long after the failing
     request (Kafka's default 100 ms; slows password guessing)."""
+    max_connections: int = 2**31 - 1
+    """Client connections this broker serves at once, over all listeners (Kafka's default: no
+    bound; LiteMQ never serves more than ``limits.MAX_CONNECTIONS``). Dynamic."""
+    max_connections_per_ip: int = 2**31 - 1
+    """Client connections one IP address may have open at once. Dynamic."""
+    max_connections_per_ip_overrides: str = ""
+    """Per-IP exceptions, ``IP:count[,IP:count...]`` (``127.0.0.1:200``). Dynamic."""
 
     # authorization (KIP-11 ACLs; litemq.security.authorizer)
     authorizer_class_name: str = ""
@@ -534,6 +541,8 @@ class BrokerConfig:
                 raise ValueError(f"unknown broker setting {key!r}")
             try:
                 setattr(self, attr, _convert(_FIELD_TYPES[attr], value))
+                if attr == "max_connections_per_ip_overrides":
+                    parse_ip_overrides(value)
             except ValueError as exc:
                 raise ValueError(f"bad value for {key}: {value!r} ({exc})") from None
             _check_bound(attr, getattr(self, attr), key, value)
@@ -654,6 +663,8 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (1, None),
     "request.timeout.ms": (1, None),
     "connections.max.reauth.ms": (0, None),
+    "max.connections": (0, 2**31 - 1),
+    "max.connections.per.ip": (0, 2**31 - 1),
     "connection.failed.authentication.delay.ms": (0, None),
 }
 """Allowed range of every numeric broker setting, by Kafka name."""
@@ -680,6 +691,28 @@ def _check_bound(attr: str, value, typed_key: str | None = None, typed_value: st
         rule = f"value must be at most {hi}"
     shown = typed_value if typed_value is not None else value
     raise ValueError(f"invalid value {shown} for configuration {typed_key or name}: {rule}")
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``IP:count[,IP:count...]`` -> IP -> count (the count
+    after the last ``:``, so IPv6 addresses work; blank -> ``{}``).
+
+    Raises:
+        ValueError: an item without ``:``, a count that is not an integer >= 0.
+    """
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip():
+            raise ValueError(f"{item!r} is not IP:count")
+        n = int(count)
+        if n < 0:
+            raise ValueError(f"{item!r}: the count must be at least 0")
+        out[host.strip().strip("[]")] = n
+    return out
 
 
 def check_bounds(cfg: BrokerConfig) -> None:

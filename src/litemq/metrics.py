@@ -190,6 +190,8 @@ class BrokerMetrics:
         self.group_lag: list[GroupLag] = []
         self.group_members: dict[str, int] = {}
         self.http_requests: dict[tuple[str, str, int], int] = {}
+        self.connections_refused: dict[str, int] = {}
+        """Client connections closed at once for a connection limit, by its config name."""
         self._names: dict[int, str] = {}
         self._sampler: asyncio.Task | None = None
 
@@ -345,6 +347,12 @@ class _BrokerCollector:
         for name, n in sorted(per_listener.items()):
             conns.add_metric([name], n)
         yield conns
+        refused = CounterMetricFamily("litemq_connections_refused", "Client connections closed at once for a "
+                                      "connection limit (max.connections, max.connections.per.ip).",
+                                      labels=["limit"])
+        for limit, n in sorted(m.connections_refused.items()):
+            refused.add_metric([limit], n)
+        yield refused
         http = CounterMetricFamily("litemq_http_requests", "HTTP requests answered, per method, path template "
                                    "and status code.", labels=["method", "path", "code"])
         for (method, route, status), n in sorted(m.http_requests.items()):

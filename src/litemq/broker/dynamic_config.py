@@ -75,6 +75,10 @@ DYNAMIC_BROKER_CONFIGS: dict[str, DynamicConfig] = {
     "min.insync.replicas": DynamicConfig("min.insync.replicas"),
     # the log cleaner (Kafka LogCleaner.ReconfigurableConfigs) that LiteMQ's cleaner has
     "log.cleaner.backoff.ms": DynamicConfig(),
+    # connection limits (Kafka DynamicConnectionQuota), read by server.Connection when a connection is made
+    "max.connections": DynamicConfig(),
+    "max.connections.per.ip": DynamicConfig(),
+    "max.connections.per.ip.overrides": DynamicConfig(),
     # replication throttles (Kafka DynamicReplicationConfig), applied by litemq.cluster.throttle
     "leader.replication.throttled.rate": DynamicConfig(kafka_default=str(LONG_MAX), minimum=0),
     "follower.replication.throttled.rate": DynamicConfig(kafka_default=str(LONG_MAX), minimum=0),

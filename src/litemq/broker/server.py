@@ -17,11 +17,17 @@ SASL_SSL listeners the TLS handshake runs first (``loop.start_tls``, bounded by
 untrusted client certificate) closes that connection with one log line. ``principal`` is the
 connection's :class:`~litemq.security.principal.KafkaPrincipal`: ``User:ANONYMOUS``, or on SSL
 the verified client certificate's subject DN; SASL replaces it after authentication.
+
+A connection over a connection limit is closed as soon as it is made, unserved: more than
+``max.connections`` (never more than ``limits.MAX_CONNECTIONS``) on the broker, or more than
+``max.connections.per.ip`` (or the IP's ``max.connections.per.ip.overrides`` entry) from one
+address (Kafka ``ConnectionQuotas``; Kafka holds the accept back at ``max.connections``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import ssl
@@ -40,6 +46,7 @@ from litemq.broker.client_quota_manager import (
     ClientQuotaManager,
 )
 from litemq.broker.context import RequestContext
+from litemq.config import parse_ip_overrides
 from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError
@@ -92,6 +99,12 @@ _SENDFILE_MIN_BYTES = 64 * 1024
 _TLS_CHUNK_BYTES = 256 * 1024
 """File regions go through a TLS transport in reads of this size."""
 """File regions smaller than this are read with pread and written like bytes (cheaper)."""
+
+
+_ip_overrides = functools.lru_cache(maxsize=4)(parse_ip_overrides)
+"""``max.connections.per.ip.overrides`` parsed (validated when set); cached by its text."""
+_refusal_log = [0.0, 0]
+"""(monotonic time of the last refused-connection log line, refusals not logged since)."""
 
 
 class _Slot:
@@ -164,6 +177,10 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else "?"
         self.runtime.connections.add(self)
+        limit = self._connection_limit()
+        if limit is not None:
+            self._refuse(transport, limit)
+            return
         if self.runtime.metadata.client_quotas.entities and self._connection_throttled(transport):
             return
         if self._ssl_context is not None:
@@ -420,6 +437,37 @@ class Connection(asyncio.Protocol):
             self._throttle_timer.cancel()
         self._throttle_timer = self.runtime.loop.call_later(throttle_ms / 1000, self._end_throttle)
         self._update_reading()
+
+    def _connection_limit(self) -> str | None:
+        """The connection limit this new connection breaks, by its config name, or None (Kafka
+        ``ConnectionQuotas``): more than ``max.connections`` (at most ``limits.MAX_CONNECTIONS``)
+        on the broker, or than its IP's ``max.connections.per.ip`` (or its override)."""
+        cfg = self.runtime.config
+        conns = self.runtime.connections
+        if len(conns) > min(cfg.max_connections, limits.MAX_CONNECTIONS):
+            return "max.connections"
+        per_ip = cfg.max_connections_per_ip
+        if cfg.max_connections_per_ip_overrides:
+            per_ip = _ip_overrides(cfg.max_connections_per_ip_overrides).get(self.client_host, per_ip)
+        if per_ip < len(conns) and sum(1 for c in conns if c.client_host == self.client_host) > per_ip:
+            return "max.connections.per.ip"
+        return None
+
+    def _refuse(self, transport: asyncio.BaseTransport, limit: str) -> None:
+        """Close a connection over ``limit`` at once, unserved (Kafka closes it on accept; it
+        waits to accept past ``max.connections`` instead), with at most one log line a second."""
+        self._closed = True
+        self.runtime.connections.discard(self)
+        refused = self.runtime.metrics.connections_refused
+        refused[limit] = refused.get(limit, 0) + 1
+        now = time.monotonic()
+        if now - _refusal_log[0] >= 1.0:
+            log.warning("refused connection from %s: over %s (%d refused since the last such line)",
+                        self.peer, limit, _refusal_log[1] + 1)
+            _refusal_log[:] = [now, 0]
+        else:
+            _refusal_log[1] += 1
+        transport.close()
 
     def _connection_throttled(self, transport: asyncio.BaseTransport) -> bool:
         """KIP-612: a connection that breaks its IP's ``connection_creation_rate`` is not served

@@ -33,11 +33,13 @@ class WireClient:
     Args:
         ssl_context: a client :class:`ssl.SSLContext` to speak TLS (SSL / SASL_SSL listeners).
         server_hostname: the name checked against the broker certificate (default ``host``).
+        source_address: the local ``(host, port)`` to connect from (another loopback address
+            such as ``127.0.0.2`` looks like another client IP to the broker).
     """
 
     def __init__(self, host: str, port: int, timeout_s: float = 10.0, ssl_context: ssl.SSLContext | None = None,
-                 server_hostname: str | None = None) -> None:
-        sock = socket.create_connection((host, port), timeout=timeout_s)
+                 server_hostname: str | None = None, source_address: tuple[str, int] | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout_s, source_address=source_address)
         if ssl_context is not None:
             try:
                 sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
