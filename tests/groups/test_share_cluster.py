@@ -73,12 +73,14 @@ def _check_share_coordinator(cluster, group: str, topic: str) -> None:
     from litemq.testing.wire import WireClient
 
     with WireClient("127.0.0.1", cluster.node(cluster.node_ids[0]).port) as w:
-        topic_id = [t.topic_id for t in w.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
-                                                        "allow_auto_topic_creation": False,
-                                                        "include_topic_authorized_operations": False}).topics][0]
+        topics = {t.name: t for t in w.request(3, 12, {"topics": [{"name": n, "topic_id": None}
+                                                                 for n in (topic, SHARE_STATE_TOPIC)],
+                                                      "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations": False}).topics}
+    topic_id, state_partitions = topics[topic].topic_id, len(topics[SHARE_STATE_TOPIC].partitions)
     key = f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}:0"
-    index = partition_for(ShareStateKey(group, topic_id, 0).coordinator_key(), 50)
-    state_leader = cluster.wait_leaders(SHARE_STATE_TOPIC, 50)[index]
+    index = partition_for(ShareStateKey(group, topic_id, 0).coordinator_key(), state_partitions)
+    state_leader = cluster.wait_leaders(SHARE_STATE_TOPIC, state_partitions)[index]
     for node in cluster.node_ids:
         with WireClient("127.0.0.1", cluster.node(node).port) as w:
             found = w.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "gq:not-a-topic-id:0"]}).coordinators
