@@ -234,6 +234,16 @@ MAX_CLIENT_TELEMETRY_SERIES_PER_INSTANCE = 2_000
 rest of a push is dropped (a librdkafka client pushes a few dozen per broker it talks to)."""
 MAX_CLIENT_TELEMETRY_LABEL_CHARS = 256
 """Longest label value a pushed metric carries onto /metrics (longer ones are cut)."""
+MAX_SCHEMA_BYTES = 256 * 1024
+"""Largest schema text the schema registry takes (UTF-8 bytes; 422 42201 beyond)."""
+MAX_SCHEMA_REGISTRY_BYTES = 64 * 1024 * 1024
+"""Schema text the schema registry holds in all (it lives in the cluster metadata)."""
+MAX_SCHEMA_VERSIONS = 100_000
+"""Subject versions (soft-deleted ones too) the schema registry holds."""
+MAX_SCHEMA_SUBJECT_CHARS = 1024
+"""Longest subject name."""
+MAX_SCHEMA_REFERENCE_DEPTH = 16
+"""How deep schema references may nest."""
 MAX_REQUEST_QUOTA_THROTTLE_MS = CLIENT_QUOTA_WINDOW_MS
 """Longest throttle a ``request_percentage`` quota imposes at once (Kafka
 ``ClientRequestQuotaManager.maxThrottleTimeMs``: one quota window)."""

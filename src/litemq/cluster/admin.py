@@ -25,6 +25,7 @@ from litemq.cluster.image import (
 from litemq.cluster.reassignment import completion_record, plan_reassignment
 from litemq.cluster.placement import assign_replicas_rack_aware
 from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.cluster import schema_registry
 from litemq.security import records as security_records
 
 log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as before the split
@@ -117,6 +118,10 @@ class ClusterAdmin:
                        "count": PRODUCER_ID_BLOCK_SIZE}
             elif action in security_records.ACTIONS:  # ACLs, SCRAM credentials: per-entry results in reply
                 rec, reply = security_records.plan(img, action, args)
+                if rec is None:
+                    return reply
+            elif action in schema_registry.ACTIONS:  # refusals are in the reply
+                rec, reply = schema_registry.plan(img.schema_registry, action, args)
                 if rec is None:
                     return reply
             else:

@@ -36,6 +36,8 @@ delete_acls             ``filters`` (every binding matching one is removed)
 alter_scram_credentials ``deletions``, ``upsertions`` (KIP-554)
 alter_client_quotas     ``changes`` (KIP-546; see :mod:`litemq.security.client_quotas`)
 alter_client_metrics    ``name``, ``configs`` (KIP-714; see :mod:`litemq.security.client_metrics`)
+register_schema, delete_versions, set_compatibility
+                        the schema registry (see :mod:`litemq.cluster.schema_registry`)
 change_partition        ``name``, ``partition``, ``replicas`` (every broker that hosts a replica,
                         target first: Kafka's PartitionChangeRecord ``Replicas``), ``target``
                         and ``original`` (the reassignment in progress, KIP-455; both null when
@@ -57,6 +59,7 @@ from litemq.cluster.metadata import TopicInfo, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.cluster import schema_registry
 from litemq.security.client_metrics import ClientMetricsStore
 from litemq.security.client_quotas import ClientQuotaStore
 
@@ -292,6 +295,8 @@ class MetadataImage:
         client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
         client_metrics: the client metrics subscriptions (KIP-714,
             :class:`~litemq.security.client_metrics.ClientMetricsStore`).
+        schema_registry: the schema registry's schemas, subjects and compatibility levels
+            (:class:`~litemq.cluster.schema_registry.SchemaRegistryStore`).
         broker_configs: dynamic broker configs: "" (cluster-wide default) or a node id as a
             string -> Kafka config name -> value.
         reassignments: (topic, partition) -> :class:`Reassignment` in progress.
@@ -309,6 +314,7 @@ class MetadataImage:
         self.scram_credentials: dict = {}
         self.client_quotas = ClientQuotaStore()
         self.client_metrics = ClientMetricsStore()
+        self.schema_registry = schema_registry.SchemaRegistryStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.unregistered: dict[int, str] = {}
@@ -471,6 +477,13 @@ class MetadataImage:
     _apply_alter_client_quotas = _apply_create_acls
     _apply_alter_client_metrics = _apply_create_acls
 
+    def _apply_register_schema(self, rec: dict) -> ApplyResult:
+        schema_registry.apply(self.schema_registry, rec)
+        return ApplyResult()
+
+    _apply_delete_versions = _apply_register_schema
+    _apply_set_compatibility = _apply_register_schema
+
     # ------------------------------------------------------------ snapshots
     def to_json(self) -> dict:
         return {
@@ -485,6 +498,7 @@ class MetadataImage:
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
             "client_quotas": self.client_quotas.to_json(),
             "client_metrics": self.client_metrics.to_json(),
+            "schema_registry": self.schema_registry.to_json(),
             "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
             "unregistered": {str(n): inc for n, inc in self.unregistered.items()},
         }
@@ -512,6 +526,7 @@ class MetadataImage:
         img.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
         img.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
         img.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
+        img.schema_registry = schema_registry.SchemaRegistryStore.from_json(d.get("schema_registry"))
         img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
                              for t, i, target, original in d.get("reassignments") or ()}
         img.unregistered = {int(n): str(inc) for n, inc in dict(d.get("unregistered") or {}).items()}

@@ -20,6 +20,7 @@ from litemq import limits
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
+from litemq.cluster import schema_registry
 from litemq.security.client_metrics import ClientMetricsStore
 from litemq.security.client_quotas import ClientQuotaStore
 from litemq.storage.manager import METADATA_DIR_NAME
@@ -91,6 +92,8 @@ class ClusterMetadata:
         client_quotas: the client quotas (:class:`~litemq.security.client_quotas.ClientQuotaStore`).
         client_metrics: the client metrics subscriptions (KIP-714,
             :class:`~litemq.security.client_metrics.ClientMetricsStore`).
+        schema_registry: the schema registry's schemas, subjects and compatibility levels
+            (:class:`~litemq.cluster.schema_registry.SchemaRegistryStore`).
         broker_configs: dynamic broker configs: "" (the default) or the node id as a string ->
             Kafka config name -> value (``kafka-configs.sh --entity-type brokers``).
 
@@ -111,6 +114,7 @@ class ClusterMetadata:
         self.scram_credentials: dict = {}
         self.client_quotas = ClientQuotaStore()
         self.client_metrics = ClientMetricsStore()
+        self.schema_registry = schema_registry.SchemaRegistryStore()
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._new_cluster_id = new_cluster_id
         self._next_producer_id = 0
@@ -128,6 +132,7 @@ class ClusterMetadata:
             self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
             self.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
             self.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
+            self.schema_registry = schema_registry.SchemaRegistryStore.from_json(d.get("schema_registry"))
             self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
                                    for k, c in dict(d.get("broker_configs") or {}).items()}
             # Reserved blocks are not handed out again after a restart (as Kafka's
@@ -146,6 +151,7 @@ class ClusterMetadata:
             "scram_credentials": security_records.scram_to_json(self.scram_credentials),
             "client_quotas": self.client_quotas.to_json(),
             "client_metrics": self.client_metrics.to_json(),
+            "schema_registry": self.schema_registry.to_json(),
             "broker_configs": self.broker_configs,
         }
         tmp = self._path.with_suffix(".tmp")
@@ -228,6 +234,15 @@ class ClusterMetadata:
         return pid
 
     # ------------------------------------------------------------ ACLs, SCRAM credentials, client quotas
+    def apply_registry_record(self, rec: dict) -> None:
+        """Apply a schema registry record (:func:`litemq.cluster.schema_registry.plan`) and persist.
+
+        Raises:
+            KafkaError(INVALID_REQUEST): a bound of the registry would be exceeded.
+        """
+        schema_registry.apply(self.schema_registry, rec)
+        self._save()
+
     def apply_security_record(self, rec: dict) -> None:
         """Apply a record planned by :func:`litemq.security.records.plan` and persist.
 

@@ -1,9 +1,10 @@
 """The aiohttp application of the broker's HTTP port (:mod:`litemq.broker.http.app` starts it).
 
 Imported only by a broker whose ``http.listen`` is on, so a broker without an HTTP port does not
-load aiohttp. ``build_app`` wires ``/metrics``, the console and the REST API behind one
-middleware that authenticates (``Authorization: Basic``, :func:`authenticate`), turns errors
-under ``/v3`` and ``/console/api`` into JSON and counts every answer in the HTTP metrics.
+load aiohttp. ``build_app`` wires ``/metrics``, the console, the REST API and the schema registry
+behind one middleware that authenticates (``Authorization: Basic``, :func:`authenticate`), turns
+errors under ``/v3``, ``/console/api`` and the registry's paths into JSON and counts every answer
+in the HTTP metrics.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from litemq.broker.handlers.sasl import plain_user_sets
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
 from litemq.broker.http.rest import RUNTIME_KEY, RestApi, RestError
+from litemq.broker.http.schema_registry_api import PATH_PREFIXES as REGISTRY_PATHS
+from litemq.broker.http.schema_registry_api import SchemaRegistryApi
 from litemq.metrics import CONTENT_TYPE
 from litemq.security.principal import KafkaPrincipal
 from litemq.security.sasl import (
@@ -84,6 +87,7 @@ def build_app(runtime: "HttpRuntime", anonymous_allowed: bool) -> web.Applicatio
     app.add_routes([web.get("/metrics", handlers.metrics)])
     app.add_routes(Console(runtime).routes())
     app.add_routes(RestApi(runtime).routes())
+    app.add_routes(SchemaRegistryApi(runtime).routes())
     return app
 
 
@@ -102,7 +106,7 @@ class _Handlers:
     async def middleware(self, request: web.Request, handler):
         route = request.match_info.route.resource
         template = route.canonical if route is not None else "other"
-        json_errors = request.path.startswith(("/v3", "/console/api"))
+        json_errors = request.path.startswith(("/v3", "/console/api", *REGISTRY_PATHS))
         try:
             principal = await authenticate(self.runtime, request.headers.get("Authorization"))
             if principal is not None:

@@ -1,0 +1,54 @@
+"""The schema registry on a 3-broker cluster: schemas registered through any broker's HTTP port go
+through the metadata log, so ids are unique even when brokers register at the same time, every
+broker serves the same ids and versions, and a restarted broker has them again from the log."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from litemq.testing.cluster import LocalCluster, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _schema(i: int) -> Schema:
+    return Schema(json.dumps({"type": "record", "name": f"Event{i}", "fields": [{"name": "n", "type": "long"}]}),
+                  "AVRO")
+
+
+def _state(cluster, node: int) -> dict:
+    registry = SchemaRegistryClient({"url": cluster.http_url(node)})
+    return {s: [(v, registry.get_version(s, v).schema_id) for v in registry.get_versions(s)]
+            for s in registry.get_subjects()}
+
+
+def test_ids_are_unique_and_every_broker_serves_them(tmp_path):
+    with LocalCluster(tmp_path, 3, http=True) as cluster:
+        # unrelated record types under one subject: not BACKWARD compatible, so the level goes first
+        SchemaRegistryClient({"url": cluster.http_url(1)}).set_compatibility(level="NONE")
+        for node in cluster.node_ids:
+            wait_for(lambda node=node: SchemaRegistryClient({"url": cluster.http_url(node)}).get_compatibility()
+                     == "NONE", 15, f"broker {node} has another compatibility level")
+
+        def register(i: int) -> tuple[int, int]:
+            node = cluster.node_ids[i % 3]  # the three brokers at once
+            return i, SchemaRegistryClient({"url": cluster.http_url(node)}).register_schema(f"s{i % 4}", _schema(i))
+
+        with ThreadPoolExecutor(6) as pool:
+            ids = dict(pool.map(register, range(12)))
+        assert sorted(ids.values()) == list(range(1, 13))  # one id per schema, none twice
+        wanted = _state(cluster, 1)
+        assert sum(len(v) for v in wanted.values()) == 12
+        for node in cluster.node_ids[1:]:
+            wait_for(lambda node=node: _state(cluster, node) == wanted, 15, f"broker {node} serves other ids")
+        again = SchemaRegistryClient({"url": cluster.http_url(3)}).register_schema("s0", _schema(0))
+        assert again == ids[0]  # the same schema through another broker: its id
+
+        cluster.restart(2)
+        wait_for(lambda: _state(cluster, 2) == wanted, 30, "broker 2 lost the registry")
+        registry = SchemaRegistryClient({"url": cluster.http_url(2)})
+        assert json.loads(registry.get_schema(ids[5]).schema_str)["name"] == "Event5"

@@ -1,0 +1,177 @@
+"""The schema registry on a broker's HTTP port, with confluent-kafka's own schema registry client
+and Avro serializers: records produced and consumed with registered schemas, ids shared across
+subjects, Avro compatibility levels enforced, lookups, references, soft and permanent deletes,
+Confluent's error codes, and the registry kept across a restart."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from litemq.testing.process import BrokerProcess
+
+USER_V1 = {"type": "record", "name": "User", "namespace": "com.acme",
+           "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}
+USER_V2 = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "email", "type": "string", "default": ""}]}
+USER_BAD = {**USER_V1, "fields": [{"name": "name", "type": "int"}]}  # name: string -> int
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with BrokerProcess(tmp_path / "data", http_port=0) as b:
+        yield b
+
+
+def _avro(schema: dict) -> Schema:
+    return Schema(json.dumps(schema), "AVRO")
+
+
+def _http(broker, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+    req = urllib.request.Request(broker.http_url + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_avro_records_round_trip_through_the_registry(broker):
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    serialize = AvroSerializer(registry, json.dumps(USER_V1))  # registers users-value on first use
+    deserialize = AvroDeserializer(registry)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        producer.produce("users", serialize({"name": f"user-{i}", "age": i},
+                                            SerializationContext("users", MessageField.VALUE)))
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "sr",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["users"])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            assert m.value()[:5] == b"\0\0\0\0\x01"  # Confluent's wire format: magic 0, schema id 1
+            got.append(deserialize(m.value(), SerializationContext("users", MessageField.VALUE)))
+    consumer.close()
+    assert got == [{"name": f"user-{i}", "age": i} for i in range(10)]
+    assert registry.get_subjects() == ["users-value"]
+    latest = registry.get_latest_version("users-value")
+    assert (latest.version, latest.schema_id) == (1, 1)
+    assert json.loads(registry.get_schema(1).schema_str) == USER_V1
+
+
+def test_registration_compatibility_and_deletes_answer_as_confluent(broker):
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    assert registry.register_schema("users-value", _avro(USER_V1)) == 1
+    assert registry.register_schema("users-value", _avro(USER_V1)) == 1  # the same schema: no new version
+    assert registry.register_schema("archive-value", _avro(USER_V1)) == 1  # one id across subjects
+    assert registry.test_compatibility("users-value", _avro(USER_V2)) is True
+    assert registry.test_compatibility("users-value", _avro(USER_BAD)) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        registry.register_schema("users-value", _avro(USER_BAD))
+    assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    assert registry.register_schema("users-value", _avro(USER_V2)) == 2
+    assert registry.get_versions("users-value") == [1, 2]
+    found = registry.lookup_schema("users-value", _avro(USER_V1))
+    assert (found.version, found.schema_id) == (1, 1)
+    assert sorted((v.subject, v.version) for v in registry.get_schema_versions(1)) == \
+        [("archive-value", 1), ("users-value", 1)]
+
+    # FORWARD: the latest schema must read what the new one writes (a new field without a
+    # default is fine, removing one the old schema needs is not)
+    assert registry.set_compatibility("users-value", "FORWARD") == {"compatibility": "FORWARD"}
+    assert registry.get_compatibility("users-value") == "FORWARD"
+    no_age = {**USER_V1, "fields": [USER_V1["fields"][0]]}
+    assert registry.test_compatibility("users-value", _avro(no_age)) is False
+    assert registry.set_compatibility(level="NONE") == {"compatibility": "NONE"}  # global
+    assert registry.get_compatibility() == "NONE"
+    assert _http(broker, "DELETE", "/config/users-value") == (200, {"compatibilityLevel": "FORWARD"})
+    assert registry.register_schema("users-value", _avro(USER_BAD)) == 3  # NONE now holds for the subject
+
+    errors = {
+        "unknown subject": _http(broker, "GET", "/subjects/nope/versions/1"),
+        "unknown version": _http(broker, "GET", "/subjects/users-value/versions/9"),
+        "bad version": _http(broker, "GET", "/subjects/users-value/versions/first"),
+        "unknown id": _http(broker, "GET", "/schemas/ids/99"),
+        "invalid avro": _http(broker, "POST", "/subjects/x/versions", {"schema": '{"type": "recordz"}'}),
+        "not json": _http(broker, "POST", "/subjects/x/versions", {"schema": "{"}),
+        "bad level": _http(broker, "PUT", "/config", {"compatibility": "SIDEWAYS"}),
+        "not soft deleted": _http(broker, "DELETE", "/subjects/archive-value?permanent=true"),
+    }
+    assert {k: (status, body["error_code"]) for k, (status, body) in errors.items()} == {
+        "unknown subject": (404, 40401), "unknown version": (404, 40402), "bad version": (422, 42202),
+        "unknown id": (404, 40403), "invalid avro": (422, 42201), "not json": (422, 42201),
+        "bad level": (422, 42203), "not soft deleted": (404, 40405)}
+    assert errors["unknown subject"][1]["message"] == "Subject 'nope' not found."
+
+    assert registry.delete_version("users-value", 2) == 2  # soft
+    assert registry.get_versions("users-value") == [1, 3]
+    assert registry.delete_subject("archive-value") == [1]
+    assert registry.get_subjects() == ["users-value"]
+    assert _http(broker, "GET", "/subjects?deleted=true")[1] == ["archive-value", "users-value"]
+    assert registry.delete_subject("archive-value", permanent=True) == [1]
+    assert _http(broker, "GET", "/subjects?deleted=true")[1] == ["users-value"]
+    assert json.loads(registry.get_schema(1).schema_str) == USER_V1  # still a version of users-value
+
+
+def test_references_types_and_a_restart(broker):
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    address = {"type": "record", "name": "Address", "namespace": "com.acme",
+               "fields": [{"name": "street", "type": "string"}]}
+    assert registry.register_schema("address", _avro(address)) == 1
+    person = {"type": "record", "name": "Person", "namespace": "com.acme",
+              "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "com.acme.Address"}]}
+    with_ref = Schema(json.dumps(person), "AVRO", [SchemaReference("com.acme.Address", "address", 1)])
+    assert registry.register_schema("person-value", with_ref) == 2
+    missing = Schema(json.dumps(person), "AVRO", [])  # the named type is unknown without the reference
+    with pytest.raises(SchemaRegistryError) as invalid:
+        registry.register_schema("person-value", missing)
+    assert invalid.value.error_code == 42201
+    assert _http(broker, "GET", "/subjects/address/versions/1/referencedby") == (200, [2])
+    status, body = _http(broker, "DELETE", "/subjects/address")  # still referenced
+    assert (status, body["error_code"]) == (422, 42206)
+    serialize = AvroSerializer(registry, with_ref, conf={"auto.register.schemas": False, "use.latest.version": True})
+    value = serialize({"name": "ada", "home": {"street": "Main"}}, SerializationContext("person", MessageField.VALUE))
+    assert AvroDeserializer(registry)(value, SerializationContext("person", MessageField.VALUE)) == \
+        {"name": "ada", "home": {"street": "Main"}}
+
+    json_schema = Schema(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}), "JSON")
+    proto = Schema('syntax = "proto3";\nmessage M { int32 n = 1; }\n', "PROTOBUF")
+    assert registry.register_schema("json-value", json_schema) == 3
+    assert registry.register_schema("proto-value", proto) == 4
+    assert registry.get_schema(4).schema_type == "PROTOBUF"
+    assert _http(broker, "GET", "/schemas/types")[1] == ["JSON", "PROTOBUF", "AVRO"]
+
+    broker.restart()
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    assert registry.get_subjects() == ["address", "json-value", "person-value", "proto-value"]
+    assert registry.get_latest_version("person-value").schema_id == 2
+    assert registry.register_schema("new-value", _avro(USER_V1)) == 5  # ids go on after the restart
+
+
+def test_a_sasl_only_broker_asks_the_registry_client_to_authenticate(tmp_path):
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    with BrokerProcess(tmp_path / "data", http_port=0, overrides={"plain.sasl.jaas.config": jaas},
+                       listeners={"SASL_PLAINTEXT": 0}) as broker:
+        anonymous = SchemaRegistryClient({"url": broker.http_url})
+        with pytest.raises(SchemaRegistryError) as refused:
+            anonymous.register_schema("users-value", _avro(USER_V1))
+        assert refused.value.http_status_code == 401
+        alice = SchemaRegistryClient({"url": broker.http_url, "basic.auth.user.info": "alice:alice-secret"})
+        assert alice.register_schema("users-value", _avro(USER_V1)) == 1
+        wrong = SchemaRegistryClient({"url": broker.http_url, "basic.auth.user.info": "alice:guess"})
+        with pytest.raises(SchemaRegistryError) as denied:
+            wrong.get_subjects()
+        assert denied.value.http_status_code == 401
