@@ -175,3 +175,43 @@ def test_a_sasl_only_broker_asks_the_registry_client_to_authenticate(tmp_path):
         with pytest.raises(SchemaRegistryError) as denied:
             wrong.get_subjects()
         assert denied.value.http_status_code == 401
+
+
+def test_malformed_requests_get_a_client_error_never_a_server_error(broker):
+    """Bodies no client sends (wrong types, bad references, huge or deep schemas, garbage) are
+    answered 4xx with Confluent's error shape, and the registry keeps serving."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                               lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8),
+                                                                                            inner, max_size=4),
+                               max_leaves=12)
+    bodies = st.fixed_dictionaries({}, optional={
+        "schema": json_values | st.text(max_size=60) | st.just('{"type":"record","name":"R","fields":[{"x":1}]}'),
+        "schemaType": json_values | st.sampled_from(["AVRO", "JSON", "PROTOBUF", "avro", "XML"]),
+        "references": json_values | st.lists(st.fixed_dictionaries(
+            {"name": json_values, "subject": st.sampled_from(["nope", "users-value"]), "version": json_values}),
+            max_size=2),
+        "compatibility": json_values})
+    paths = st.sampled_from(["/subjects/users-value/versions", "/subjects/users-value",
+                             "/compatibility/subjects/users-value/versions/latest", "/config", "/config/users-value",
+                             "/subjects/%2F%00/versions", "/subjects/users-value/versions/-7"])
+
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    registry.register_schema("users-value", _avro(USER_V1))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(path=paths, body=bodies, method=st.sampled_from(["POST", "PUT", "GET", "DELETE"]))
+    def check(path, body, method):
+        status, answer = _http(broker, method, path, None if method in ("GET", "DELETE") else body)
+        assert status < 500, (method, path, body, answer)
+        if status >= 400:
+            assert set(answer) == {"error_code", "message"}, answer
+
+    check()
+    deep = '{"type":"array","items":' * 5000 + '"int"' + "}" * 5000  # deeper than Python's recursion limit
+    status, answer = _http(broker, "POST", "/subjects/deep/versions", {"schema": deep})
+    assert (status, answer["error_code"]) == (422, 42201)
+    fresh = registry.register_schema("after-value", _avro(USER_V2))  # still serving
+    assert json.loads(registry.get_schema(fresh).schema_str) == USER_V2

@@ -239,7 +239,7 @@ def parse(store: SchemaRegistryStore, body: dict) -> Schema:
     if schema_type in (AVRO, JSON):
         try:
             text = json.dumps(json.loads(text), separators=(",", ":"))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise RegistryError(422, 42201, f"Invalid schema {text[:200]}: {exc}") from None
     schema = Schema(schema_type, text, tuple(refs))
     if schema_type == AVRO:
