@@ -11,7 +11,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -215,3 +216,47 @@ def test_malformed_requests_get_a_client_error_never_a_server_error(broker):
     assert (status, answer["error_code"]) == (422, 42201)
     fresh = registry.register_schema("after-value", _avro(USER_V2))  # still serving
     assert json.loads(registry.get_schema(fresh).schema_str) == USER_V2
+
+
+def test_rest_api_writes_and_reads_the_registry_wire_format(broker):
+    """The REST API produces AVRO and JSONSCHEMA values with registered schemas, readable by
+    confluent-kafka's deserializer, and shows them decoded with ``format=schema``."""
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    schema = {"type": "record", "name": "Click", "fields": [
+        {"name": "page", "type": "string"}, {"name": "ref", "type": ["null", "string"], "default": None}]}
+    schema_id = registry.register_schema("clicks-value", _avro(schema))
+    json_id = registry.register_schema("events-value", Schema(json.dumps({"type": "object"}), "JSON"))
+    _, clusters = _http(broker, "GET", "/v3/clusters")
+    base = f"/v3/clusters/{clusters['data'][0]['cluster_id']}/topics"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for created in admin.create_topics([NewTopic("clicks", 1, 1), NewTopic("events", 1, 1)]).values():
+        created.result(30)
+    status, report = _http(broker, "POST", f"{base}/clicks/records",
+                           {"value": {"type": "AVRO", "data": {"page": "/home", "ref": {"string": "ads"}}}})
+    assert status == 200 and report["value"]["type"] == "AVRO", report
+    status, report = _http(broker, "POST", f"{base}/clicks/records",
+                           {"value": {"type": "AVRO", "schema_id": schema_id, "data": {"page": "/cart", "ref": None}}})
+    assert status == 200, report
+    status, bad = _http(broker, "POST", f"{base}/clicks/records", {"value": {"type": "AVRO", "data": {"page": 7}}})
+    assert (status, bad["error_code"]) == (400, 42207)
+    status, _ = _http(broker, "POST", f"{base}/events/records", {"value": {"type": "JSONSCHEMA", "data": {"n": 1}}})
+    assert status == 200
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rest-avro",
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("clicks", 0, 0)])
+    deserialize = AvroDeserializer(registry)
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(deserialize(m.value(), SerializationContext("clicks", MessageField.VALUE)))
+    consumer.close()
+    assert got == [{"page": "/home", "ref": "ads"}, {"page": "/cart", "ref": None}]
+
+    _, records = _http(broker, "GET", f"{base}/clicks/partitions/0/records?offset=0&format=schema")
+    assert [r["value"] for r in records["data"]] == [
+        {"type": "AVRO", "schema_id": schema_id, "data": {"page": "/home", "ref": {"string": "ads"}}},
+        {"type": "AVRO", "schema_id": schema_id, "data": {"page": "/cart", "ref": None}}]
+    _, records = _http(broker, "GET", f"{base}/events/partitions/0/records?offset=0&format=schema")
+    assert records["data"][0]["value"] == {"type": "JSONSCHEMA", "schema_id": json_id, "data": {"n": 1}}

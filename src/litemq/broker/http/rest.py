@@ -21,8 +21,11 @@ Produce body: one JSON object per record, several concatenated in one request al
 ``{"partition_id": 0, "headers": [{"name": "h", "value": "<base64>"}], "key": {"type": "STRING",
 "data": "k"}, "value": {"type": "JSON", "data": {...}}, "timestamp": "2024-01-01T00:00:00Z"}``.
 Types: ``BINARY`` (base64 data; the default when ``type`` is absent, as in Confluent's proxy),
-``STRING`` (UTF-8), ``JSON`` (any JSON value, written compactly). Schema Registry formats (AVRO,
-PROTOBUF, JSONSCHEMA) answer 400. Without ``partition_id`` a keyed record goes to Kafka's
+``STRING`` (UTF-8), ``JSON`` (any JSON value, written compactly), and with the broker's schema
+registry ``AVRO`` (Avro's JSON encoding) and ``JSONSCHEMA``, written in the registry's wire format
+with the schema ``schema_id`` or ``schema_version`` (of ``subject``, default
+``<topic>-<key|value>``; default version: the latest) names (:mod:`~litemq.broker.http.schema_serde`;
+PROTOBUF answers 400). Without ``partition_id`` a keyed record goes to Kafka's
 default partition (murmur2 of the key, :mod:`litemq.protocol.partitioner`), an unkeyed one
 round robin. Records go through the broker's Produce handler with acks=all on the partition
 leader (any broker accepts the request).
@@ -46,7 +49,7 @@ from aiohttp import web
 
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
-from litemq.broker.http import reassignments, views
+from litemq.broker.http import reassignments, schema_serde, views
 from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
 from litemq.protocol.partitioner import partition_for_key
@@ -370,8 +373,9 @@ class RestApi:
     # ---------------------------------------------------------------- read records
     async def read_records(self, request: web.Request) -> web.Response:
         """LiteMQ extension: ``?offset=N`` (default: the log start) or ``?timestamp=MS`` (first
-        record at or after it), ``max_count`` (default 100), ``format`` auto|string|json|binary
-        (how keys and values are shown; auto = STRING when valid UTF-8, else BINARY)."""
+        record at or after it), ``max_count`` (default 100), ``format`` auto|string|json|binary|schema
+        (how keys and values are shown; auto = STRING when valid UTF-8, else BINARY; schema =
+        the schema registry's wire format decoded, see :meth:`_render_schema`)."""
         self._cid(request)
         info = self._describable(request, request.match_info["topic"])
         index = self._partition_index(request, info)
@@ -380,8 +384,8 @@ class RestApi:
         offset = _int_param(request, "offset", None, 0, 2**63 - 1)
         timestamp = _int_param(request, "timestamp", None, 0, 2**63 - 1)
         fmt = request.query.get("format", "auto").lower()
-        if fmt not in ("auto", "string", "json", "binary"):
-            raise RestError(400, f"format={fmt!r}: expected auto, string, json or binary")
+        if fmt not in ("auto", "string", "json", "binary", "schema"):
+            raise RestError(400, f"format={fmt!r}: expected auto, string, json, binary or schema")
         tp = (info.name, index)
         if offset is None:
             err, found, _ = (await views.list_offsets(self.runtime, caller, [tp],
@@ -401,8 +405,9 @@ class RestApi:
         if res.error_code and not res.records:
             raise kafka_error(res.error_code, f"read {info.name}-{index} at offset {offset}")
         base = f"{self._cluster_url(request)}/topics/{info.name}/partitions/{index}/records"
+        render = self._render_schema if fmt == "schema" else lambda data: _render(data, fmt)
         data = [{"partition_id": index, "offset": r.offset, "timestamp": iso_time(r.timestamp),
-                 "timestamp_ms": r.timestamp, "key": _render(r.key, fmt), "value": _render(r.value, fmt),
+                 "timestamp_ms": r.timestamp, "key": render(r.key), "value": render(r.value),
                  "headers": [{"name": k, "value": None if v is None else base64.b64encode(v).decode()}
                              for k, v in r.headers]} for r in res.records]
         body = {"kind": "KafkaRecordList",
@@ -412,6 +417,13 @@ class RestApi:
                 "next_offset": res.next_offset, "high_watermark": res.high_watermark,
                 "log_start_offset": res.log_start_offset, "data": data}
         return web.json_response(body)
+
+    def _render_schema(self, data: bytes | None) -> dict | None:
+        """``format=schema``: wire-format bytes of a registered AVRO or JSON schema as
+        ``{"type", "schema_id", "data"}``; anything else as ``format=auto`` shows it."""
+        if data is None:
+            return None
+        return schema_serde.decode(self.runtime.metadata.schema_registry, data) or _render(data, "auto")
 
     # ---------------------------------------------------------------- produce
     async def produce(self, request: web.Request) -> web.Response:
@@ -459,8 +471,8 @@ class RestApi:
         """Validate one produce request object; returns the record to write (bytes, partition)."""
         if not isinstance(item, dict):
             raise RestError(400, "each record must be a JSON object")
-        key, key_type = _embedded(item.get("key"), "key")
-        value, value_type = _embedded(item.get("value"), "value")
+        key, key_type = self._part(item.get("key"), "key", info.name)
+        value, value_type = self._part(item.get("value"), "value", info.name)
         headers = []
         for h in item.get("headers") or []:
             if not isinstance(h, dict) or not isinstance(h.get("name"), str):
@@ -483,6 +495,21 @@ class RestApi:
             partition = next(counter) % info.num_partitions
         return {"partition": partition, "key": key, "value": value, "headers": headers, "timestamp": timestamp,
                 "key_type": key_type, "value_type": value_type, "offset": -1, "error": None}
+
+    def _part(self, spec, what: str, topic: str) -> tuple[bytes | None, str | None]:
+        """(bytes or None, type or None) of a produce request's ``key``/``value`` object: an
+        embedded type (:func:`_embedded`), or AVRO / JSONSCHEMA data written in the schema
+        registry's wire format with the schema the spec names (``schema_id``,
+        ``schema_version``, ``subject``; default: the latest of ``<topic>-<key|value>``)."""
+        kind = str(spec.get("type") or "").upper() if isinstance(spec, dict) else ""
+        if kind not in schema_serde.WIRE_TYPES:
+            return _embedded(spec, what)
+        store = self.runtime.metadata.schema_registry
+        try:
+            schema_id = schema_serde.schema_of(store, topic, what, spec)
+            return schema_serde.encode(store, schema_id, spec.get("data")), kind
+        except schema_serde.SerdeError as exc:
+            raise RestError(400, f"{what}: {exc}", 42207) from None
 
     async def _produce_partition(self, caller: HttpCaller, topic: str, partition: int, recs: list[dict]) -> None:
         """Write ``recs`` as one batch with acks=all on the partition leader; fill in offsets,
@@ -564,8 +591,8 @@ def _embedded(spec, what: str) -> tuple[bytes | None, str | None]:
     given = spec.get("type")
     kind = str(given or "BINARY").upper()
     if kind in SCHEMA_TYPES or any(k in spec for k in ("schema", "schema_id", "schema_version", "subject")):
-        raise RestError(400, f"{what}: {kind} needs a Schema Registry, which LiteMQ does not have; "
-                             f"use one of {', '.join(EMBEDDED_TYPES)}")
+        raise RestError(400, f"{what}: {kind} is not written by LiteMQ's REST API; use AVRO or JSONSCHEMA with "
+                             f"a registered schema, or one of {', '.join(EMBEDDED_TYPES)}")
     if kind not in EMBEDDED_TYPES:
         raise RestError(400, f"{what}: unknown type {given!r}; expected one of {', '.join(EMBEDDED_TYPES)}")
     data = spec.get("data")
