@@ -244,6 +244,8 @@ MAX_SCHEMA_SUBJECT_CHARS = 1024
 """Longest subject name."""
 MAX_SCHEMA_REFERENCE_DEPTH = 16
 """How deep schema references may nest."""
+SPARK_SCHEMA_REGISTRY_TIMEOUT_S = 30
+"""How long the Spark source waits for one answer of the schema registry (value.format=avro)."""
 MAX_REQUEST_QUOTA_THROTTLE_MS = CLIENT_QUOTA_WINDOW_MS
 """Longest throttle a ``request_percentage`` quota imposes at once (Kafka
 ``ClientRequestQuotaManager.maxThrottleTimeMs``: one quota window)."""

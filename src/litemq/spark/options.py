@@ -33,9 +33,11 @@ SOURCE_OPTIONS = (
     "kafka.group.id", "includeHeaders", "startingOffsetsByTimestampStrategy",
 )
 SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
-EXTRA_OPTIONS = ("bootstrap.servers", "exactlyOnce")
+EXTRA_OPTIONS = ("bootstrap.servers", "exactlyOnce", "value.format", "schema.registry.url",
+                 "schema.registry.basic.auth.user.info", "value.subject", "value.schema.version", "value.decode.mode")
 """Accepted in addition to Spark's names: ``bootstrap.servers`` without the ``kafka.`` prefix;
-``exactlyOnce`` (sink, default true: transactional writes, see :mod:`litemq.spark.writer`)."""
+``exactlyOnce`` (sink, default true: transactional writes, see :mod:`litemq.spark.writer`); the
+``value.*`` and ``schema.registry.*`` options of Avro values (source, :func:`avro_value_options`)."""
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 """Values of ``kafka.isolation.level`` (source; default ``read_uncommitted`` as in Spark's Kafka
 source, while librdkafka's own default is read_committed)."""
@@ -152,6 +154,8 @@ class SourceOptions:
     retry_interval_ms: int = 10
     read_committed: bool = False
     extra: dict = field(default_factory=dict)
+    value_decoder: object = None
+    """A :class:`~litemq.spark.avro_values.ValueDecoder` with ``value.format=avro``, else None."""
 
     @property
     def subscription(self) -> str:
@@ -177,6 +181,53 @@ def _offsets_json(name: str, text: str, allowed: tuple[str, ...]) -> str | dict:
         return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in d.items()}
     except (TypeError, ValueError):
         raise OptionError(f"option {name}: partitions and offsets must be integers, got {text!r}") from None
+
+
+@dataclass
+class AvroValueOptions:
+    """``value.format=avro``: where the reader schema comes from and what a bad value does."""
+
+    url: str
+    user_info: str | None
+    subject: str
+    version: str
+    permissive: bool
+
+
+def avro_value_options(opts: dict) -> AvroValueOptions | None:
+    """The Avro value options of a source (None with ``value.format`` unset or ``binary``):
+    ``schema.registry.url`` (required), ``schema.registry.basic.auth.user.info``,
+    ``value.subject`` (default ``<topic>-value`` of the one subscribed topic),
+    ``value.schema.version`` (default ``latest``), ``value.decode.mode`` (FAILFAST or PERMISSIVE).
+
+    Raises:
+        OptionError: a bad value, or a missing URL or subject.
+    """
+    o = {k.lower(): v for k, v in opts.items()}
+    fmt = str(o.get("value.format", "binary")).strip().lower()
+    if fmt == "binary":
+        return None
+    if fmt != "avro":
+        raise OptionError(f"option value.format must be binary or avro, got {fmt!r}")
+    url = str(o.get("schema.registry.url") or "").strip()
+    if not url.startswith(("http://", "https://")):
+        raise OptionError("option schema.registry.url (http://host:port of a schema registry: a LiteMQ broker's "
+                          "HTTP port) is needed with value.format=avro")
+    subject = str(o.get("value.subject") or "").strip()
+    topics = [t.strip() for t in str(o.get("subscribe") or "").split(",") if t.strip()]
+    if not subject:
+        if len(topics) != 1:
+            raise OptionError("option value.subject is needed with value.format=avro unless one topic is "
+                              "subscribed (then it is <topic>-value)")
+        subject = f"{topics[0]}-value"
+    version = str(o.get("value.schema.version", "latest")).strip()
+    if version != "latest" and not version.isdigit():
+        raise OptionError(f"option value.schema.version must be a version number or latest, got {version!r}")
+    mode = str(o.get("value.decode.mode", "FAILFAST")).strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise OptionError(f"option value.decode.mode must be FAILFAST or PERMISSIVE, got {mode!r}")
+    user_info = o.get("schema.registry.basic.auth.user.info")
+    return AvroValueOptions(url, str(user_info) if user_info else None, subject, version, mode == "PERMISSIVE")
 
 
 def parse_source_options(opts: dict, *, streaming: bool) -> SourceOptions:

@@ -63,7 +63,9 @@ class KafkaInputPartition(InputPartition):
 
     def __init__(self, topic: str, partition: int, start: int, end: int, client: dict,
                  include_headers: bool, fail_on_data_loss: bool, read_committed: bool,
-                 poll_timeout_ms: int) -> None:
+                 poll_timeout_ms: int, value_decoder=None) -> None:
+        self.value_decoder = value_decoder
+        """:class:`~litemq.spark.avro_values.ValueDecoder` (``value.format=avro``) or None."""
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -111,7 +113,7 @@ def make_partitions(so: SourceOptions, ranges) -> list[KafkaInputPartition]:
     ranges = [r for r in ranges if r[3] > r[2]]
     ranges = split_ranges(ranges, so.min_partitions, so.max_records_per_partition)
     return [KafkaInputPartition(t, p, s, e, so.client, so.include_headers, so.fail_on_data_loss,
-                                so.read_committed, so.poll_timeout_ms) for t, p, s, e in ranges]
+                                so.read_committed, so.poll_timeout_ms, so.value_decoder) for t, p, s, e in ranges]
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -128,10 +130,10 @@ def read_partition(part: KafkaInputPartition) -> Iterator:
 
     if part.end <= part.start:
         return
-    if wire.supports(part.client):
-        yield from _read_wire(part)
-    else:
-        yield from _read_confluent(part)
+    batches = _read_wire(part) if wire.supports(part.client) else _read_confluent(part)
+    decoder = getattr(part, "value_decoder", None)
+    for rb in batches:
+        yield rb if decoder is None else decoder.decode(rb)
 
 
 def _read_wire(part: KafkaInputPartition) -> Iterator:

@@ -9,6 +9,9 @@ Output schema (``includeHeaders=false``)::
     timestamp timestamp, timestampType int
     [, headers array<struct<key: string, value: binary>>   (includeHeaders=true)]
 
+With ``value.format=avro`` the ``value`` column is the struct of a registered Avro schema
+(:mod:`litemq.spark.avro_values`).
+
 Source: PySpark ``pyspark.sql.datasource.DataSource``; Spark Kafka integration guide.
 """
 
@@ -26,16 +29,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from litemq.spark.options import parse_source_options
+from litemq.spark.options import OptionError, avro_value_options, parse_source_options
 
 HEADERS_SPARK_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-def kafka_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (nullability as Spark declares it)."""
+def kafka_schema(include_headers: bool = False, value_type=None) -> StructType:
+    """Spark's Kafka source schema (nullability as Spark declares it); ``value_type`` replaces
+    ``value``'s binary type (``value.format=avro``)."""
     fields = [
         StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("value", value_type or BinaryType()),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -57,18 +61,52 @@ class LiteMQDataSource(DataSource):
     def _include_headers(self) -> bool:
         return str(self.options.get("includeheaders", self.options.get("includeHeaders", "false"))).lower() == "true"
 
+    def _avro_reader_schema(self):
+        """(options, registry client, reader schema text, its references) with
+        ``value.format=avro``, else None (the schema is fetched from the registry)."""
+        avro_opts = avro_value_options(dict(self.options))
+        if avro_opts is None:
+            return None
+        from litemq.spark.avro_values import RegistryClient
+
+        registry = RegistryClient(avro_opts.url, avro_opts.user_info)
+        _, text, refs = registry.version(avro_opts.subject, avro_opts.version)
+        return avro_opts, registry, text, refs
+
     def schema(self):
-        return kafka_schema(self._include_headers())
+        avro = self._avro_reader_schema()
+        if avro is None:
+            return kafka_schema(self._include_headers())
+        from litemq.spark.avro_values import value_type
+
+        return kafka_schema(self._include_headers(), value_type(avro[2], avro[3]))
+
+    def _source_options(self, schema, streaming: bool):
+        so = parse_source_options(dict(self.options), streaming=streaming)
+        avro = self._avro_reader_schema()
+        if avro is not None:
+            from pyspark.sql.pandas.types import to_arrow_type
+
+            from litemq.spark.avro_values import ValueDecoder, value_type
+
+            avro_opts, registry, text, refs = avro
+            declared = schema["value"].dataType
+            if value_type(text, refs) != declared:
+                raise OptionError(f"the schema of {avro_opts.subject} changed while the query was planned; "
+                                  "set value.schema.version")
+            so.value_decoder = ValueDecoder(registry, text, refs, to_arrow_type(declared, timezone="UTC"),
+                                            avro_opts.permissive)
+        return so
 
     def reader(self, schema):
         from litemq.spark.reader import LiteMQBatchReader
 
-        return LiteMQBatchReader(parse_source_options(dict(self.options), streaming=False))
+        return LiteMQBatchReader(self._source_options(schema, streaming=False))
 
     def streamReader(self, schema):
         from litemq.spark.reader import LiteMQStreamReader
 
-        return LiteMQStreamReader(parse_source_options(dict(self.options), streaming=True))
+        return LiteMQStreamReader(self._source_options(schema, streaming=True))
 
     def writer(self, schema, overwrite: bool):
         from litemq.spark.writer import LiteMQBatchWriter

@@ -1,0 +1,118 @@
+"""``value.format=avro``: the source decodes values written by confluent-kafka's AvroSerializer
+into a struct column typed from the registered schema (a LiteMQ broker's schema registry), reads
+older versions' records with the reader schema (defaults filled in), and fails or nulls values it
+cannot read, batch and streaming."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from litemq.testing.process import BrokerProcess
+
+V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "attrs", "type": {"type": "map", "values": "int"}},
+    {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+    {"name": "note", "type": ["null", "string"], "default": None}]}
+V2 = {**V1, "fields": [*V1["fields"], {"name": "channel", "type": "string", "default": "web"}]}
+AT = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def registry_broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("avro") / "data", http_port=0) as b:
+        yield b
+
+
+def _produce(broker, topic: str, schema: dict, rows: list[dict], raw: list[bytes] = ()) -> None:
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    serialize = AvroSerializer(registry, json.dumps(schema))
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for row in rows:
+        p.produce(topic, serialize(row, SerializationContext(topic, MessageField.VALUE)), partition=0)
+    for value in raw:
+        p.produce(topic, value, partition=0)
+    assert p.flush(30) == 0
+
+
+def _order(i: int, **extra) -> dict:
+    return {"id": i, "item": f"item-{i}", "price": decimal.Decimal(f"{i}.50"), "at": AT, "tags": ["a", str(i)],
+            "attrs": {"n": i}, "status": "PAID" if i % 2 else "NEW", "note": None if i % 2 else f"n{i}", **extra}
+
+
+def _topic(broker, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # referenced until the result is in
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    return name
+
+
+def _reader(spark, broker, topic: str, **options):
+    r = (spark.read.format("litemq").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("subscribe", topic).option("value.format", "avro").option("schema.registry.url", broker.http_url))
+    for k, v in options.items():
+        r = r.option(k.replace("_", "."), v)
+    return r.load()
+
+
+def test_batch_read_decodes_values_with_the_latest_schema(spark, registry_broker):
+    b = registry_broker
+    topic = _topic(b, "orders-avro")
+    _produce(b, topic, V1, [_order(i) for i in range(3)])
+    _produce(b, topic, V2, [_order(3, channel="app")])  # a compatible new version (BACKWARD)
+    df = _reader(spark, b, topic)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,price:decimal(9,2),at:timestamp,tags:array<string>,attrs:map<string,int>,"
+        "status:string,note:string,channel:string>")
+    rows = df.select("offset", "value.*").orderBy("offset").collect()
+    assert [(r.id, r.item, r.price, r.status, r.note, r.channel, r.tags, r.attrs) for r in rows] == [
+        (0, "item-0", decimal.Decimal("0.50"), "NEW", "n0", "web", ["a", "0"], {"n": 0}),  # v1 data: default
+        (1, "item-1", decimal.Decimal("1.50"), "PAID", None, "web", ["a", "1"], {"n": 1}),
+        (2, "item-2", decimal.Decimal("2.50"), "NEW", "n2", "web", ["a", "2"], {"n": 2}),
+        (3, "item-3", decimal.Decimal("3.50"), "PAID", None, "app", ["a", "3"], {"n": 3})]
+    assert rows[0].at.replace(tzinfo=None) == AT.astimezone().replace(tzinfo=None)  # Spark shows local time
+    pinned = _reader(spark, b, topic, value_schema_version="1")  # the v1 reader: channel is not a column
+    assert "channel" not in pinned.schema["value"].dataType.fieldNames()
+    assert pinned.select("value.item").count() == 4
+
+
+def test_bad_values_fail_the_query_or_are_null_and_streaming_decodes(spark, registry_broker, tmp_path):
+    b = registry_broker
+    topic = _topic(b, "orders-mixed")
+    _produce(b, topic, V1, [_order(0)], raw=[b"not avro", b"\0\0\0\0\x63xx"])  # no magic byte; unknown id 99
+    with pytest.raises(Exception, match="cannot be decoded"):
+        _reader(spark, b, topic).collect()
+    lenient = _reader(spark, b, topic, value_decode_mode="PERMISSIVE").select("offset", "value.item")
+    assert [(r.offset, r.item) for r in lenient.orderBy("offset").collect()] == [(0, "item-0"), (1, None), (2, None)]
+    with pytest.raises(Exception, match="value.subject"):
+        (spark.read.format("litemq").option("kafka.bootstrap.servers", b.bootstrap_servers)
+         .option("subscribePattern", "orders-.*").option("value.format", "avro")
+         .option("schema.registry.url", b.http_url).load())
+
+    stream_topic = _topic(b, "orders-stream")
+    _produce(b, stream_topic, V1, [_order(i) for i in range(5)])
+    q = (spark.readStream.format("litemq").option("kafka.bootstrap.servers", b.bootstrap_servers)
+         .option("subscribe", stream_topic).option("startingOffsets", "earliest").option("value.format", "avro")
+         .option("schema.registry.url", b.http_url).load()
+         .select("value.id", "value.item").writeStream.format("memory").queryName("avro_orders")
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and spark.sql("select count(*) c from avro_orders").first().c < 5:
+            time.sleep(1)
+        assert sorted(tuple(r) for r in spark.sql("select id, item from avro_orders").collect()) == \
+            [(i, f"item-{i}") for i in range(5)]
+    finally:
+        q.stop()
