@@ -60,7 +60,26 @@ def _lower(d):
 def test_option_lists_match_the_documentation():
     assert set(SOURCE_OPTIONS) - {"maxRecordsPerPartition"} == set(DOCUMENTED_SOURCE_OPTIONS)
     assert set(SINK_OPTIONS) == DOCUMENTED_SINK_OPTIONS
-    assert EXTRA_OPTIONS == ("bootstrap.servers", "exactlyOnce")
+    assert EXTRA_OPTIONS == ("bootstrap.servers", "exactlyOnce", "value.format", "schema.registry.url",
+                             "schema.registry.basic.auth.user.info", "value.subject", "value.schema.version",
+                             "value.decode.mode")
+
+
+def test_avro_value_options():
+    from litemq.spark.options import OptionError, avro_value_options
+
+    base = {"subscribe": "orders", "value.format": "avro", "schema.registry.url": "http://127.0.0.1:8082"}
+    assert avro_value_options({"subscribe": "orders"}) is None
+    got = avro_value_options(base)
+    assert (got.subject, got.version, got.permissive, got.user_info) == ("orders-value", "latest", False, None)
+    got = avro_value_options({**base, "value.subject": "s", "value.schema.version": "3",
+                              "value.decode.mode": "permissive", "schema.registry.basic.auth.user.info": "u:p"})
+    assert (got.subject, got.version, got.permissive, got.user_info) == ("s", "3", True, "u:p")
+    for bad, why in (({"value.format": "protobuf"}, "binary or avro"), ({"schema.registry.url": ""}, "needed"),
+                     ({"subscribe": "a,b"}, "value.subject"), ({"value.schema.version": "newest"}, "version"),
+                     ({"value.decode.mode": "LOUD"}, "FAILFAST")):
+        with pytest.raises(OptionError, match=why):
+            avro_value_options({**base, **bad})
 
 
 def test_isolation_level_option():
