@@ -116,3 +116,41 @@ def test_bad_values_fail_the_query_or_are_null_and_streaming_decodes(spark, regi
             [(i, f"item-{i}") for i in range(5)]
     finally:
         q.stop()
+
+
+def test_sink_writes_struct_values_with_the_registered_schema(spark, registry_broker):
+    from confluent_kafka import Consumer
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from pyspark.sql import functions as F
+
+    b = registry_broker
+    topic = _topic(b, "orders-out")
+    registry = SchemaRegistryClient({"url": b.http_url})
+    registry.register_schema(f"{topic}-value", Schema(json.dumps(V1), "AVRO"))
+    rows = spark.createDataFrame([(i, f"item-{i}", decimal.Decimal(f"{i}.25")) for i in range(4)],
+                                 "id long, item string, price decimal(9,2)")
+    value = F.struct(F.col("id"), F.col("item"), F.col("price"), F.lit(AT).alias("at"),
+                     F.array(F.lit("x")).alias("tags"), F.create_map(F.lit("k"), F.col("id").cast("int")).alias("attrs"),
+                     F.lit("NEW").alias("status"), F.lit(None).cast("string").alias("note"))
+    (rows.select(F.col("id").cast("string").alias("key"), value.alias("value")).write.format("litemq")
+     .option("kafka.bootstrap.servers", b.bootstrap_servers).option("topic", topic)
+     .option("value.format", "avro").option("schema.registry.url", b.http_url).mode("append").save())
+
+    consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "avro-sink",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    deserialize = AvroDeserializer(registry)
+    got, deadline = [], time.monotonic() + 60
+    while len(got) < 4 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(deserialize(m.value(), SerializationContext(topic, MessageField.VALUE)))
+    consumer.close()
+    assert sorted((r["id"], r["item"], r["price"], r["attrs"], r["status"], r["at"]) for r in got) == \
+        [(i, f"item-{i}", decimal.Decimal(f"{i}.25"), {"k": i}, "NEW", AT) for i in range(4)]
+    read_back = _reader(spark, b, topic).select("value.id", "value.item").orderBy("id").collect()
+    assert [(r.id, r.item) for r in read_back] == [(i, f"item-{i}") for i in range(4)]
+    bad = spark.createDataFrame([(1, "x")], "id long, item string").select(F.struct("id", "item").alias("value"))
+    with pytest.raises(Exception, match="does not fit schema"):
+        (bad.write.format("litemq").option("kafka.bootstrap.servers", b.bootstrap_servers).option("topic", topic)
+         .option("value.format", "avro").option("schema.registry.url", b.http_url).mode("append").save())

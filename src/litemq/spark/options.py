@@ -217,8 +217,8 @@ def avro_value_options(opts: dict) -> AvroValueOptions | None:
     topics = [t.strip() for t in str(o.get("subscribe") or "").split(",") if t.strip()]
     if not subject:
         if len(topics) != 1:
-            raise OptionError("option value.subject is needed with value.format=avro unless one topic is "
-                              "subscribed (then it is <topic>-value)")
+            raise OptionError("option value.subject is needed with value.format=avro unless the query names "
+                              "one topic (subscribe, or the sink's topic option; then it is <topic>-value)")
         subject = f"{topics[0]}-value"
     version = str(o.get("value.schema.version", "latest")).strip()
     if version != "latest" and not version.isdigit():

@@ -1,6 +1,9 @@
 """Batch and streaming writers of the ``litemq`` Spark sink.
 
-Input columns, as in Spark's Kafka sink: ``value`` (string or binary, required), ``key``
+Input columns, as in Spark's Kafka sink: ``value`` (string or binary, required; with
+``value.format=avro`` a struct, written in the schema registry's wire format with the schema of
+``value.subject``, default ``<topic>-value``, version ``value.schema.version``, default the
+latest: :class:`~litemq.spark.avro_values.ValueEncoder`), ``key``
 (string or binary, optional), ``topic`` (string; required unless the ``topic`` option is set,
 which overrides it), ``partition`` (int, optional: else a keyed row goes where Kafka's Java
 client puts the key, murmur2 as in :mod:`litemq.protocol.partitioner`, and an unkeyed one to any
@@ -76,6 +79,7 @@ class _WriterBase:
                               "it is derived from the query id and the partition (litemq-spark-<query>-<partition>)")
         self.exactly_once = _bool(o, "exactlyOnce", True)
         self.topic = o.get("topic")
+        self.value_encoder = _value_encoder(o, self.topic)
         names = [f.name.lower() for f in schema.fields]
         if "value" not in names:
             raise OptionError("the DataFrame written to litemq needs a value column (string or binary)")
@@ -162,7 +166,8 @@ class _WriterBase:
             if n == 0:
                 continue
             cols = {name.lower(): rb.column(i) for i, name in enumerate(rb.schema.names)}
-            values = _bytes_list(cols["value"])
+            values = _bytes_list(cols["value"]) if self.value_encoder is None else \
+                self.value_encoder.encode_column(cols["value"])
             keys = _bytes_list(cols["key"]) if "key" in cols else [None] * n
             if self.topic is not None:
                 topics = [self.topic] * n
@@ -192,6 +197,21 @@ class _WriterBase:
             if failed():
                 break
         return sent
+
+
+def _value_encoder(o: dict, topic: str | None):
+    """The :class:`~litemq.spark.avro_values.ValueEncoder` of ``value.format=avro`` (the
+    subject's schema fetched from the registry now, on the driver), else None."""
+    from litemq.spark.options import avro_value_options
+
+    avro_opts = avro_value_options({**o, "subscribe": topic or ""})
+    if avro_opts is None:
+        return None
+    from litemq.spark.avro_values import RegistryClient, ValueEncoder
+
+    schema_id, text, refs = RegistryClient(avro_opts.url, avro_opts.user_info).version(avro_opts.subject,
+                                                                                        avro_opts.version)
+    return ValueEncoder(schema_id, text, refs)
 
 
 def _bytes_list(col) -> list:
