@@ -154,3 +154,47 @@ def test_sink_writes_struct_values_with_the_registered_schema(spark, registry_br
     with pytest.raises(Exception, match="does not fit schema"):
         (bad.write.format("litemq").option("kafka.bootstrap.servers", b.bootstrap_servers).option("topic", topic)
          .option("value.format", "avro").option("schema.registry.url", b.http_url).mode("append").save())
+
+
+def test_avro_types_map_to_spark_types_and_values_decode_to_them(registry_broker):
+    """The type mapping and the decoder on their own (no Spark job; the broker's registry): each
+    Avro type becomes the Spark type Spark's SchemaConverters gives it, and the decoded Arrow
+    column has exactly the Arrow type Spark expects of it."""
+    import io
+    import uuid
+
+    import fastavro
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from litemq.spark.avro_values import RegistryClient, ValueDecoder, value_type
+
+    schema = {"type": "record", "name": "All", "fields": [
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "f", "type": {"type": "fixed", "name": "F", "size": 2}},
+        {"name": "again", "type": "F"}, {"name": "x", "type": ["double", "null"]}, {"name": "b", "type": "boolean"}]}
+    text = json.dumps(schema)
+    spark_value = value_type(text, [])
+    assert spark_value.simpleString() == ("struct<u:string,t:int,d:date,ts:timestamp_ntz,f:binary,again:binary,"
+                                          "x:double,b:boolean>")
+    with pytest.raises(ValueError, match="only a type with null"):
+        value_type(json.dumps({"type": "record", "name": "U", "fields": [{"name": "v", "type": ["int", "string"]}]}), [])
+    row = {"u": uuid.UUID(int=7), "t": datetime.time(0, 0, 1), "d": datetime.date(2026, 1, 2),
+           "ts": datetime.datetime(2026, 1, 2, 3, 4, 5), "f": b"ab", "again": b"cd", "x": None, "b": True}
+    schema_id = SchemaRegistryClient({"url": registry_broker.http_url}).register_schema("all-types", Schema(text, "AVRO"))
+    buf = io.BytesIO()
+    buf.write(b"\0" + schema_id.to_bytes(4, "big"))  # magic byte, schema id
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), row)
+    decoder = ValueDecoder(RegistryClient(registry_broker.http_url), text, [],
+                           to_arrow_type(spark_value, timezone="UTC"), permissive=False)
+    batch = pa.RecordBatch.from_arrays([pa.array([buf.getvalue(), None], pa.binary()), pa.array([0, 1], pa.int64())],
+                                       names=["value", "offset"])
+    out = decoder.decode(batch)
+    assert out.schema.field("value").type == to_arrow_type(spark_value, timezone="UTC")
+    first = out.column("value").to_pylist()[0]
+    assert (first["u"], first["t"], first["d"], first["f"], first["x"], first["b"]) == (
+        str(uuid.UUID(int=7)), 1000, datetime.date(2026, 1, 2), b"ab", None, True)
+    assert out.column("value").to_pylist()[1] is None

@@ -14,8 +14,8 @@ not in the wire format, names an unknown id or does not decode fails the task
 Types (Spark ``SchemaConverters``): boolean, int, long, float, double, string, bytes and fixed
 (binary), enum (string), record (struct), array, map (string keys), a union of one type with
 null (that type, nullable), logical types date, timestamp-millis/-micros (timestamp),
-local-timestamp-millis/-micros (timestamp_ntz), decimal, uuid (string). Other unions are refused
-when the query is planned.
+local-timestamp-millis/-micros (timestamp_ntz), decimal, uuid (string), time-millis/-micros
+(their int/long). Other unions are refused when the query is planned.
 
 Sources: Confluent schema registry wire format and REST API; Spark ``from_avro`` /
 ``SchemaConverters``; Avro 1.12 specification (schema resolution).
@@ -110,12 +110,35 @@ class RegistryClient:
         return out
 
 
+_PLAIN_LOGICAL = frozenset({"uuid", "time-millis", "time-micros"})
+"""Logical types read as their underlying type (string, int, long): Spark has no UUID or time
+column, and fastavro would give ``uuid.UUID`` / ``datetime.time`` objects."""
+
+
+def _plain(schema):
+    """``schema`` (JSON form) without the logical types of :data:`_PLAIN_LOGICAL`."""
+    if isinstance(schema, list):
+        return [_plain(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if not (k == "logicalType" and v in _PLAIN_LOGICAL)}
+    for key in ("items", "values"):
+        if key in out:
+            out[key] = _plain(out[key])
+    if "fields" in out:
+        out["fields"] = [{**f, "type": _plain(f["type"])} for f in out["fields"]]
+    if isinstance(out.get("type"), (dict, list)):
+        out["type"] = _plain(out["type"])
+    return out
+
+
 def parse(text: str, references: list[str]) -> dict:
-    """The fastavro-parsed schema ``text`` with the named types of ``references`` defined first."""
+    """The fastavro-parsed schema ``text`` with the named types of ``references`` defined first
+    (logical types of :data:`_PLAIN_LOGICAL` left out)."""
     named: dict = {}
     for ref in references:
-        fastavro.parse_schema(json.loads(ref), named)
-    return fastavro.parse_schema(json.loads(text), named)
+        fastavro.parse_schema(_plain(json.loads(ref)), named)
+    return fastavro.parse_schema(_plain(json.loads(text)), named)
 
 
 def spark_type(schema, named: dict | None = None) -> tuple[DataType, bool]:
