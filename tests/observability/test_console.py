@@ -1,7 +1,8 @@
 """The web console in headless Chromium (Debian's ``chromium``, see scripts/setup.sh): after its
 JavaScript ran against a real broker, the DOM shows the broker, the topic with its partitions and
 high watermarks, the consumer group with its per-partition lag, the message browser's records
-(key, value, headers) and throughput samples; the screenshot is a real rendering (not blank).
+(key, value, headers), the registered schemas and throughput samples; the screenshot is a real
+rendering (not blank).
 An idle broker's console opens the browser on a user topic, not ``__consumer_offsets``, and
 draws distinct y-axis ticks."""
 
@@ -15,6 +16,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from PIL import Image
 
 from litemq.testing.process import BrokerProcess
@@ -54,6 +56,10 @@ def test_console_in_headless_chromium(tmp_path):
             m = c.poll(0.5)
             seen += m is not None and not m.error()
         c.commit(offsets=[TopicPartition(TOPIC, 0, 15), TopicPartition(TOPIC, 1, 4)], asynchronous=False)
+        registry = SchemaRegistryClient({"url": broker.http_url})
+        order = {"type": "record", "name": "Order", "fields": [{"name": "order", "type": "int"}]}
+        registry.register_schema(f"{TOPIC}-value", Schema(json.dumps(order), "AVRO"))
+        registry.set_compatibility(f"{TOPIC}-value", "FULL")
 
         url = f"{broker.http_url}/console/?topic={TOPIC}&partition=1&offset=2&max=5&refresh_ms=700"
         dumped = _chromium(tmp_path, url, "--dump-dom")
@@ -79,7 +85,9 @@ def test_console_in_headless_chromium(tmp_path):
         assert lags[(TOPIC, "0")][3:6] == ["15", "15", "0"]
         assert lags[(TOPIC, "1")][3:6] == ["4", "15", "11"]
         assert lags[(TOPIC, "1")][6].startswith("rdkafka")  # the consumer owning the partition
-        messages = dom.tables["messages"][1:]
+        assert dom.body_attrs.get("data-schemas-loaded") == "1"
+        assert dom.tables["schemas"][1:] == [[f"{TOPIC}-value", "1", "1", "1", "AVRO", "FULL"]]
+        messages = dom.tables["messages"][1:]  # JSON values, not in the registry's format: as they are
         assert [r[0] for r in messages] == ["2", "3", "4", "5", "6"]
         assert messages[0][2] == "order-5" and json.loads(messages[0][3]) == {"order": 5, "total": 50}
         assert messages[0][4] == "source=web-shop" and messages[0][1].endswith("Z")

@@ -10,9 +10,12 @@ SVG, nothing fetched from elsewhere) and the JSON endpoints it polls.
   replicas, target, adding and removing replicas), each with its leader and how far each adding
   replica has caught up (the leader's Raft match offset against its log end), and the replication
   throttles in effect (:mod:`litemq.broker.http.reassignments`).
+- ``GET /console/api/schemas``: the schema registry's subjects with their live versions, the
+  latest one's id and type, and each subject's compatibility level (and the global one).
 
 The message browser reads records through the REST API's records endpoint
-(:mod:`litemq.broker.http.rest`). Everything is subject to the caller's ACLs.
+(:mod:`litemq.broker.http.rest`, ``format=schema``: values in the schema registry's wire format
+shown decoded). Everything is subject to the caller's ACLs.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class Console:
                 web.get("/console/static/{name}", self.static),
                 web.get("/console/api/overview", self.overview), web.get("/console/api/groups/{group}", self.group),
                 web.get("/console/api/throughput", self.throughput),
-                web.get("/console/api/reassignments", self.reassignments)]
+                web.get("/console/api/reassignments", self.reassignments),
+                web.get("/console/api/schemas", self.schemas)]
 
     async def root(self, request: web.Request) -> web.Response:
         raise web.HTTPFound("/console/")
@@ -113,6 +117,18 @@ class Console:
                     totals[kind] += int(n)
         now = max((int(c.get("time_ms", 0)) for c in per_broker.values()), default=0)
         return web.json_response({"time_ms": now, "brokers": sorted(per_broker), "topics": topics, "totals": totals})
+
+    async def schemas(self, request: web.Request) -> web.Response:
+        """``{"compatibility", "subjects": [{"subject", "versions", "latest", "id", "type",
+        "compatibility"}]}`` of the schema registry (:mod:`litemq.cluster.schema_registry`)."""
+        store = self.runtime.metadata.schema_registry
+        subjects = []
+        for subject in store.subject_names():
+            versions = store.live_versions(subject)
+            schema_id = store.subjects[subject][versions[-1]].schema_id
+            subjects.append({"subject": subject, "versions": len(versions), "latest": versions[-1], "id": schema_id,
+                             "type": store.schemas[schema_id].schema_type, "compatibility": store.level(subject)})
+        return web.json_response({"compatibility": store.level(None), "subjects": subjects})
 
     async def reassignments(self, request: web.Request) -> web.Response:
         """``{"error_code", "reassignments": [{"topic", "partition", "leader", "replicas", "target",

@@ -313,8 +313,20 @@ function browse(topic, partition) {
   document.getElementById("browser-section").scrollIntoView();
 }
 
+async function refreshSchemas() {
+  const res = await getJSON("/console/api/schemas");
+  document.getElementById("schemas-info").textContent =
+    `Schema registry on this port (Confluent's API): global compatibility ${res.compatibility}`;
+  fill(document.querySelector("#schemas tbody"), res.subjects.length ? res.subjects.map(s => el("tr", {},
+    el("td", {}, s.subject), el("td", { class: "num" }, s.versions), el("td", { class: "num" }, s.latest),
+    el("td", { class: "num" }, s.id), el("td", {}, s.type), el("td", {}, s.compatibility)))
+    : [emptyRow(6, "No schema registered.")]);
+  document.body.dataset.schemasLoaded = "1";
+}
+
 function renderData(d) {
   if (!d) return el("span", { class: "muted" }, "null");
+  if (d.type === "AVRO" || d.type === "JSONSCHEMA") return `${JSON.stringify(d.data)} (schema ${d.schema_id})`;
   if (d.type === "JSON") return JSON.stringify(d.data);
   if (d.type === "BINARY") return "base64:" + d.data;
   return d.data;
@@ -331,7 +343,7 @@ async function loadMessages(offset) {
   const partition = document.getElementById("b-partition").value || "0";
   if (!ov || !topic) return;
   const max = Math.min(1000, Math.max(1, parseInt(document.getElementById("b-max").value, 10) || 50));
-  const q = new URLSearchParams({ max_count: String(max), format: "auto" });
+  const q = new URLSearchParams({ max_count: String(max), format: "schema" });
   const from = document.getElementById("b-from").value.trim();
   if (offset != null) q.set("offset", String(offset));
   else if (from !== "" && document.getElementById("b-mode").value === "timestamp") {
@@ -363,6 +375,7 @@ async function tick() {
     await refreshThroughput();
     await refreshOverview();
     await refreshReassignments();
+    await refreshSchemas();
     setStatus("updated " + new Date().toLocaleTimeString(), false);
     if (!state.browserStarted && params.get("topic")) {
       state.browserStarted = true;
