@@ -1,9 +1,9 @@
 """Consumer group APIs, answered by the :class:`~litemq.coordinator.coordinator.GroupCoordinator`.
 
-FindCoordinator (10) v0-6 (v6: KIP-932 share coordinator keys), JoinGroup (11) v0-9, Heartbeat (12) v0-4, LeaveGroup (13) v0-5,
-SyncGroup (14) v0-5, DescribeGroups (15) v0-5, ListGroups (16) v0-5, OffsetCommit (8) v0-9,
-OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0, ConsumerGroupHeartbeat (68)
-v0-1, ConsumerGroupDescribe (69) v0-1.
+FindCoordinator (10) v0-6 (v6: KIP-932 share coordinator keys), JoinGroup (11) v0-9, Heartbeat
+(12) v0-4, LeaveGroup (13) v0-5, SyncGroup (14) v0-5, DescribeGroups (15) v0-5, ListGroups (16)
+v0-5, OffsetCommit (8) v0-9, OffsetFetch (9) v0-9, DeleteGroups (42) v0-2, OffsetDelete (47) v0,
+ConsumerGroupHeartbeat (68) v0-1, ConsumerGroupDescribe (69) v0-1.
 
 Sources: the Kafka message schemas of those APIs; KIP-394 (MEMBER_ID_REQUIRED, JoinGroup v4+),
 KIP-345 (static membership, batched LeaveGroup v3+), KIP-559 (protocol type/name in JoinGroup

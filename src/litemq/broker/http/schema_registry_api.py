@@ -26,7 +26,7 @@ from aiohttp import web
 
 from litemq.broker.http.rest import RestError
 from litemq.cluster import schema_registry as sr
-from litemq.protocol.errors import KafkaError
+from litemq.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from litemq.broker.http.runtime import HttpRuntime
@@ -96,7 +96,9 @@ class SchemaRegistryApi:
                 if rec is not None:
                     runtime.metadata.apply_registry_record(rec)
         except KafkaError as exc:
-            raise RestError(500, f"the change was not stored: {exc}", 50001) from None
+            if exc.code == ErrorCode.REQUEST_TIMED_OUT:  # no metadata leader committed it in time
+                raise RestError(500, f"Operation timed out: {exc}", 50002) from None
+            raise RestError(500, f"Error in the backend data store: {exc}", 50001) from None
         if reply.get("registry_error"):
             status, code, message = reply["registry_error"]
             raise RestError(int(status), str(message), int(code))
