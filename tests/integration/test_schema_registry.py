@@ -260,3 +260,34 @@ def test_rest_api_writes_and_reads_the_registry_wire_format(broker):
         {"type": "AVRO", "schema_id": schema_id, "data": {"page": "/cart", "ref": None}}]
     _, records = _http(broker, "GET", f"{base}/events/partitions/0/records?offset=0&format=schema")
     assert records["data"][0]["value"] == {"type": "JSONSCHEMA", "schema_id": json_id, "data": {"n": 1}}
+
+
+def test_cli_manages_the_registry(broker, tmp_path):
+    import subprocess
+    import sys
+
+    def litemq(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "litemq.cli", "schema", *args, "--registry-url", broker.http_url],
+                              capture_output=True, text=True, timeout=60)
+
+    v1, v2, bad = tmp_path / "v1.avsc", tmp_path / "v2.avsc", tmp_path / "bad.avsc"
+    v1.write_text(json.dumps(USER_V1))
+    v2.write_text(json.dumps(USER_V2))
+    bad.write_text(json.dumps(USER_BAD))
+    done = litemq("register", "users-value", str(v1))
+    assert done.returncode == 0 and "id 1" in done.stdout, done.stderr
+    assert litemq("check", "users-value", str(v2)).stdout.strip() == "compatible"
+    refused = litemq("check", "users-value", str(bad))
+    assert refused.returncode == 1 and "incompatible" in refused.stderr + refused.stdout
+    refused = litemq("register", "users-value", str(bad))
+    assert refused.returncode != 0 and "409" in refused.stderr + refused.stdout
+    assert litemq("register", "users-value", str(v2)).returncode == 0
+    shown = litemq("show", "users-value")
+    assert "version 2 id 2 type AVRO" in shown.stdout and '"email"' in shown.stdout
+    assert "users-value" in litemq("subjects").stdout and "1,2" in litemq("subjects").stdout
+    assert litemq("compatibility", "--subject", "users-value", "--set", "full").stdout.strip() == "users-value: FULL"
+    assert litemq("compatibility").stdout.strip() == "global: BACKWARD"
+    assert litemq("delete", "users-value", "--version", "1").returncode == 0
+    assert json.loads(litemq("show", "users-value", "--version", "2").stdout.split("\n", 1)[1])["name"] == "User"
+    missing = litemq("show", "nope")
+    assert missing.returncode != 0 and "40401" in missing.stderr + missing.stdout
