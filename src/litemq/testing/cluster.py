@@ -466,17 +466,16 @@ class LocalCluster:
         return wait_for(leader, timeout_s, lambda: f"no metadata leader among live brokers {self.live_ids()}")
 
     def wait_live(self, node_id: int, timeout_s: float = 30.0) -> None:
-        """Wait until a broker that names a metadata leader reports ``node_id`` live.
+        """Wait until the metadata leader itself reports ``node_id`` live: liveness is the
+        leader's soft state, which is what CreateTopics' replica placement counts (another
+        broker's view can be older; a restarted broker's own can be from before its kill).
 
         Raises:
             TimeoutError: not within ``timeout_s`` seconds.
         """
-        def live() -> bool:
-            return any((st.get("metadata") or {}).get("leader_id") is not None
-                       and any(b.get("node_id") == node_id and b.get("live") for b in st.get("brokers") or [])
-                       for st in self.statuses().values())
-
-        wait_for(live, timeout_s, lambda: f"broker {node_id} not reported live; statuses: {_summary(self.statuses())}")
+        wait_for(lambda: self._leader_reports_live(node_id), timeout_s,
+                 lambda: f"broker {node_id} not reported live by the metadata leader; statuses: "
+                         f"{_summary(self.statuses())}")
 
     def leaders(self, exclude: Iterable[int] = ()) -> dict[tuple[str, int], dict]:
         """Per (topic, partition), the status entry of its current leader as the live brokers
