@@ -117,6 +117,9 @@ def test_registration_compatibility_and_deletes_answer_as_confluent(broker):
         "bad level": (422, 42203), "not soft deleted": (404, 40405)}
     assert errors["unknown subject"][1]["message"] == "Subject 'nope' not found."
 
+    listed = _http(broker, "GET", "/schemas?latestOnly=true")[1]
+    assert [(e["subject"], e["version"], e["id"]) for e in listed] == [("archive-value", 1, 1), ("users-value", 3, 3)]
+    assert _http(broker, "GET", "/contexts") == (200, ["."])
     assert registry.delete_version("users-value", 2) == 2  # soft
     assert registry.get_versions("users-value") == [1, 3]
     assert registry.delete_subject("archive-value") == [1]

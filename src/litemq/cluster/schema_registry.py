@@ -223,7 +223,10 @@ def parse(store: SchemaRegistryStore, body: dict) -> Schema:
     if len(text.encode()) > limits.MAX_SCHEMA_BYTES:
         raise RegistryError(422, 42201, f"Invalid schema: larger than {limits.MAX_SCHEMA_BYTES} bytes")
     refs = []
-    for r in body.get("references") or []:
+    given_refs = body.get("references") or []
+    if not isinstance(given_refs, list):
+        raise RegistryError(422, 42201, "Invalid schema: references must be a list")
+    for r in given_refs:
         if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not isinstance(r.get("subject"), str):
             raise RegistryError(422, 42201, f"Invalid reference {r!r}: it needs name, subject and version")
         try:

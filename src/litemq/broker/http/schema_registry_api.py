@@ -3,7 +3,7 @@ confluent-kafka's ``SchemaRegistryClient`` and its Avro, JSON Schema and Protobu
 work with ``{"url": "http://<broker>:<http port>"}`` and no other service.
 
 Endpoints (Confluent's paths and answers; errors ``{"error_code", "message"}`` with Confluent's
-codes): ``GET /schemas/types``, ``GET /schemas/ids/{id}`` (``/schema``, ``/subjects``,
+codes): ``GET /schemas``, ``GET /contexts``, ``GET /schemas/types``, ``GET /schemas/ids/{id}`` (``/schema``, ``/subjects``,
 ``/versions``), ``GET /subjects``, ``GET|DELETE /subjects/{subject}`` and ``POST`` (look a schema
 up), ``GET|POST /subjects/{subject}/versions``, ``GET|DELETE /subjects/{subject}/versions/{version}``
 (``/schema``, ``/referencedby``), ``POST /compatibility/subjects/{subject}/versions[/{version}]``,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from litemq.broker.http.runtime import HttpRuntime
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-PATH_PREFIXES = ("/schemas", "/subjects", "/config", "/compatibility", "/mode")
+PATH_PREFIXES = ("/schemas", "/subjects", "/config", "/compatibility", "/mode", "/contexts")
 """The paths this API answers under (JSON errors, authentication as the REST API)."""
 
 
@@ -66,7 +66,8 @@ class SchemaRegistryApi:
 
     def routes(self) -> list:
         s, v = "/subjects/{subject}", "/subjects/{subject}/versions/{version}"
-        return [web.get("/schemas/types", self.types), web.get("/schemas/ids/{id}", self.schema_by_id),
+        return [web.get("/schemas", self.all_schemas), web.get("/contexts", self.contexts),
+                web.get("/schemas/types", self.types), web.get("/schemas/ids/{id}", self.schema_by_id),
                 web.get("/schemas/ids/{id}/schema", self.raw_schema_by_id),
                 web.get("/schemas/ids/{id}/subjects", self.subjects_of_id),
                 web.get("/schemas/ids/{id}/versions", self.versions_of_id),
@@ -125,6 +126,22 @@ class SchemaRegistryApi:
         return {"subject": subject, "version": n, "id": schema_id, **self.store.schemas[schema_id].to_json()}
 
     # ------------------------------------------------------------ schemas
+    async def all_schemas(self, request: web.Request) -> web.Response:
+        """Every subject version (``?subjectPrefix=``, ``?deleted=true``, ``?latestOnly=true``)."""
+        store, prefix = self.store, request.query.get("subjectPrefix", "")
+        deleted, latest_only = _flag(request, "deleted"), _flag(request, "latestOnly")
+        out = []
+        for subject in store.subject_names(deleted):
+            if not subject.startswith(prefix):
+                continue
+            versions = sorted(v for v, e in store.subjects[subject].items() if deleted or not e.deleted)
+            for n in versions[-1:] if latest_only else versions:
+                out.append(self._entry(subject, n, store.subjects[subject][n].schema_id))
+        return _json(out)
+
+    async def contexts(self, request: web.Request) -> web.Response:
+        return _json(["."])  # the default context only (schema contexts are not built)
+
     async def types(self, request: web.Request) -> web.Response:
         return _json(list(sr.SCHEMA_TYPES))
 
