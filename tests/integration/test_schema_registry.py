@@ -294,3 +294,31 @@ def test_cli_manages_the_registry(broker, tmp_path):
     assert json.loads(litemq("show", "users-value", "--version", "2").stdout.split("\n", 1)[1])["name"] == "User"
     missing = litemq("show", "nope")
     assert missing.returncode != 0 and "40401" in missing.stderr + missing.stdout
+
+
+def test_protobuf_values_round_trip_through_the_registry(broker):
+    """confluent-kafka's ProtobufSerializer registers the message's file descriptor (Protobuf
+    schemas are stored as given) and its deserializer reads what was produced."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.type import date_pb2
+
+    registry = SchemaRegistryClient({"url": broker.http_url})
+    ctx = SerializationContext("dates", MessageField.VALUE)
+    serialize = ProtobufSerializer(date_pb2.Date, registry, {"use.deprecated.format": False})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for day in (1, 2, 3):
+        producer.produce("dates", serialize(date_pb2.Date(year=2026, month=11, day=day), ctx))
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "pb",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["dates"])
+    deserialize = ProtobufDeserializer(date_pb2.Date, {"use.deprecated.format": False})
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(deserialize(m.value(), ctx).day)
+    consumer.close()
+    assert sorted(got) == [1, 2, 3]
+    latest = registry.get_latest_version("dates-value")
+    assert (latest.schema.schema_type, latest.version) == ("PROTOBUF", 1)
