@@ -109,9 +109,44 @@ class SchemaRegistryStore:
     def schema_id(self, schema: Schema) -> int | None:
         return self._ids.get(schema)
 
-    def live_versions(self, subject: str) -> list[int]:
-        """The versions of ``subject`` not soft-deleted, ascending."""
-        return sorted(v for v, e in self.subjects.get(subject, {}).items() if not e.deleted)
+    def live_versions(self, subject: str, deleted: bool = False) -> list[int]:
+        """The versions of ``subject`` not soft-deleted (``deleted``: those too), ascending."""
+        return sorted(v for v, e in self.subjects.get(subject, {}).items() if deleted or not e.deleted)
+
+    def referencing(self, subject: str, version: int) -> list[int]:
+        """Ids of the schemas of live versions that reference ``version`` of ``subject``, ascending."""
+        return sorted({e.schema_id for vs in self.subjects.values() for e in vs.values() if not e.deleted and
+                       any(r[1] == subject and r[2] == version for r in self.schemas[e.schema_id].references)})
+
+    def reference_schemas(self, schema: Schema) -> list[Schema]:
+        """The schemas ``schema`` references, theirs first (each once): the order their named
+        types must be defined in before ``schema`` is parsed.
+
+        Raises:
+            RegistryError(42201): a reference to no version, or nesting deeper than
+                ``MAX_SCHEMA_REFERENCE_DEPTH``.
+        """
+        out: list[Schema] = []
+        done: set[tuple[str, int]] = set()
+
+        def add(refs, depth: int) -> None:
+            if refs and depth >= limits.MAX_SCHEMA_REFERENCE_DEPTH:
+                raise RegistryError(422, 42201, f"Invalid schema: references nest deeper than "
+                                                f"{limits.MAX_SCHEMA_REFERENCE_DEPTH}")
+            for _, subject, version in refs:
+                if (subject, version) in done:
+                    continue
+                done.add((subject, version))
+                try:
+                    ref = self.schemas[self.version(subject, version, deleted=True)[1]]
+                except RegistryError as exc:
+                    raise RegistryError(422, 42201, f"Invalid schema: reference {subject} version {version}: "
+                                                    f"{exc}") from None
+                add(ref.references, depth + 1)
+                out.append(ref)
+
+        add(schema.references, 0)
+        return out
 
     def subject_names(self, deleted: bool = False) -> list[str]:
         return sorted(s for s, versions in self.subjects.items()
@@ -126,7 +161,7 @@ class SchemaRegistryStore:
         if subject not in self.subject_names(deleted=True):
             raise subject_not_found(subject)
         versions = self.subjects[subject]
-        visible = sorted(v for v, e in versions.items() if deleted or not e.deleted)
+        visible = self.live_versions(subject, deleted)
         if str(version) in ("latest", "-1"):
             if not visible:
                 raise subject_not_found(subject)
@@ -184,26 +219,11 @@ def _avro(store: SchemaRegistryStore, schema: Schema) -> avro.schema.Schema:
     """
     names = avro.schema.Names()
     try:
-        _define_references(store, names, schema.references, set(), 0)
+        for ref in store.reference_schemas(schema):
+            avro.schema.make_avsc_object(json.loads(ref.text), names)
         return avro.schema.make_avsc_object(json.loads(schema.text), names)
     except (avro.errors.AvroException, ValueError, TypeError, KeyError, RecursionError) as exc:
         raise RegistryError(422, 42201, f"Invalid schema {schema.text[:200]}: {exc}") from None
-
-
-def _define_references(store: SchemaRegistryStore, names, refs, done: set, depth: int) -> None:
-    if refs and depth >= limits.MAX_SCHEMA_REFERENCE_DEPTH:
-        raise RegistryError(422, 42201, f"Invalid schema: references nest deeper than "
-                                        f"{limits.MAX_SCHEMA_REFERENCE_DEPTH}")
-    for _, subject, version in refs:
-        if (subject, version) in done:
-            continue
-        done.add((subject, version))
-        try:
-            ref = store.schemas[store.version(subject, version, deleted=True)[1]]
-        except RegistryError as exc:
-            raise RegistryError(422, 42201, f"Invalid schema: reference {subject} version {version}: {exc}") from None
-        _define_references(store, names, ref.references, done, depth + 1)
-        avro.schema.make_avsc_object(json.loads(ref.text), names)
 
 
 def parse(store: SchemaRegistryStore, body: dict) -> Schema:
@@ -346,9 +366,7 @@ def _plan_delete(store: SchemaRegistryStore, args: dict) -> tuple[dict | None, d
                                             "permanently deleted")
         versions = [n]
     for n in versions:
-        used = [(s, v) for s, vs in store.subjects.items() for v, e in vs.items() if not e.deleted and
-                any(r[1] == subject and r[2] == n for r in store.schemas[e.schema_id].references)]
-        if used:
+        if store.referencing(subject, n):
             raise RegistryError(422, 42206, f"One or more references exist to the schema {{subject={subject}, "
                                             f"version={n}}}")
     return {"type": "delete_versions", "subject": subject, "versions": versions, "permanent": permanent}, \

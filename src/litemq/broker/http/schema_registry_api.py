@@ -134,7 +134,7 @@ class SchemaRegistryApi:
         for subject in store.subject_names(deleted):
             if not subject.startswith(prefix):
                 continue
-            versions = sorted(v for v, e in store.subjects[subject].items() if deleted or not e.deleted)
+            versions = store.live_versions(subject, deleted)
             for n in versions[-1:] if latest_only else versions:
                 out.append(self._entry(subject, n, store.subjects[subject][n].schema_id))
         return _json(out)
@@ -164,8 +164,7 @@ class SchemaRegistryApi:
 
     async def versions(self, request: web.Request) -> web.Response:
         subject = unquote(request.match_info["subject"])
-        versions = sorted(self.store.subjects.get(subject, {})) if _flag(request, "deleted") else \
-            self.store.live_versions(subject)
+        versions = self.store.live_versions(subject, _flag(request, "deleted"))
         if not versions:
             raise _error(sr.subject_not_found(subject))
         return _json(versions)
@@ -179,10 +178,7 @@ class SchemaRegistryApi:
 
     async def referenced_by(self, request: web.Request) -> web.Response:
         subject, n, _ = self._version(request)
-        store = self.store
-        ids = {e.schema_id for vs in store.subjects.values() for e in vs.values() if not e.deleted and
-               any(r[1] == subject and r[2] == n for r in store.schemas[e.schema_id].references)}
-        return _json(sorted(ids))
+        return _json(self.store.referencing(subject, n))
 
     async def register(self, request: web.Request) -> web.Response:
         subject = unquote(request.match_info["subject"])

@@ -35,18 +35,8 @@ class SerdeError(ValueError):
 def _parsed_avro(store: sr.SchemaRegistryStore, schema_id: int):
     schema = store.schemas[schema_id]
     named: dict = {}
-    seen: set = set()
-
-    def define(refs) -> None:
-        for _, subject, version in refs:
-            if (subject, version) in seen:
-                continue
-            seen.add((subject, version))
-            ref = store.schemas[store.version(subject, version, deleted=True)[1]]
-            define(ref.references)
-            fastavro.parse_schema(json.loads(ref.text), named)
-
-    define(schema.references)
+    for ref in store.reference_schemas(schema):
+        fastavro.parse_schema(json.loads(ref.text), named)
     return fastavro.parse_schema(json.loads(schema.text), named)
 
 
