@@ -223,6 +223,9 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = 100
     """A failed authentication is answered and its connection closed this long after the failing
     request (Kafka's default 100 ms; slows password guessing)."""
+    max_incremental_fetch_session_cache_slots: int = 1000
+    """Incremental fetch sessions (KIP-227) this broker keeps at once (Kafka's default 1000; 0:
+    every Fetch is a full one). :mod:`litemq.broker.fetch_sessions`."""
     max_connections: int = 2**31 - 1
     """Client connections this broker serves at once, over all listeners (Kafka's default: no
     bound; LiteMQ never serves more than ``limits.MAX_CONNECTIONS``). Dynamic."""
@@ -664,6 +667,7 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "request.timeout.ms": (1, None),
     "connections.max.reauth.ms": (0, None),
     "max.connections": (0, 2**31 - 1),
+    "max.incremental.fetch.session.cache.slots": (0, 2**31 - 1),
     "max.connections.per.ip": (0, 2**31 - 1),
     "connection.failed.authentication.delay.ms": (0, None),
 }

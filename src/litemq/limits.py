@@ -47,6 +47,17 @@ MAX_FETCH_WAIT_MS = 30_000
 MAX_FETCH_RESPONSE_BYTES = 64 * 1024 * 1024
 """Largest fetch response assembled, whatever the client asks (first batch always whole)."""
 
+FETCH_SESSION_EVICTION_MS = 120_000
+"""A fetch session (KIP-227) unused for this long, or created this long ago, may give its cache
+slot to a new session (Kafka's ``MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS``). How many sessions
+a broker keeps is the setting ``max.incremental.fetch.session.cache.slots``."""
+
+FETCH_SESSION_CACHE_MAX_PARTITIONS = 1_000_000
+"""Partitions held in all of a broker's fetch sessions together (about 200 B each). A full Fetch
+that would pass it gets no session (it is answered in full, session id 0); an incremental one that
+would is answered FETCH_SESSION_ID_NOT_FOUND and its session closed, so the client goes back to
+full fetches. Kafka bounds sessions by count only; this bounds their memory too."""
+
 SHUTDOWN_TASKS_TIMEOUT_MS = 5_000
 """At shutdown a broker cancels its request tasks (long-poll fetches, acks=all produces,
 connection writers) and waits this long at most for them to end."""

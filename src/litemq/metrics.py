@@ -336,6 +336,7 @@ class _BrokerCollector:
         yield from self._groups(m)
         yield from self._share_groups(getattr(rt, "share_coordinator", None))
         yield from self._client_quotas(getattr(rt, "client_quotas", None))
+        yield from self._fetch_sessions(getattr(rt, "fetch_sessions", None))
         telemetry = getattr(rt, "client_telemetry", None)
         if telemetry is not None:  # KIP-714 metrics pushed by clients
             yield from telemetry.metric_families()
@@ -362,6 +363,19 @@ class _BrokerCollector:
                                  labels=["node_id", "cluster_id"])
         info.add_metric([str(rt.config.node_id), str(getattr(rt.metadata, "cluster_id", "") or "")], 1)
         yield info
+
+    @staticmethod
+    def _fetch_sessions(cache):
+        """Kafka's ``kafka.server:type=FetchSessionCache`` metrics (KIP-227)."""
+        if cache is None:
+            return
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                "Incremental fetch sessions this broker keeps.", value=len(cache))
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                                "Partitions in this broker's incremental fetch sessions.",
+                                value=cache.partitions_cached)
+        yield CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                  "Fetch sessions evicted to make room for a new one.", value=cache.evictions)
 
     @staticmethod
     def _client_quotas(quotas):

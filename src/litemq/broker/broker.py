@@ -22,6 +22,7 @@ from litemq import limits
 from litemq.broker import dynamic_config
 from litemq.broker.client_quota_manager import ClientQuotaManager
 from litemq.broker.client_telemetry import ClientTelemetryManager
+from litemq.broker.fetch_sessions import FetchSessionCache
 from litemq.broker.http import HttpServer
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
@@ -111,6 +112,8 @@ class BrokerRuntime:
             self.connections: set[Connection] = set()
             self.client_quotas = ClientQuotaManager(lambda: self.metadata.client_quotas,
                                                     lambda: time.monotonic() * 1000.0)
+            self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                    lambda: time.monotonic() * 1000.0)  # KIP-227
             self.client_telemetry = ClientTelemetryManager(lambda: self.metadata.client_metrics,
                                                            config.telemetry_max_bytes) \
                 if config.client_telemetry_enable else None  # KIP-714, off by default as in Kafka

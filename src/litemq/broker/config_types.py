@@ -96,6 +96,7 @@ BROKER_CONFIG_TYPES: dict[str, ConfigType] = {
     "log.roll.ms": _L,
     "log.segment.bytes": _I,
     "max.connections": _I,
+    "max.incremental.fetch.session.cache.slots": _I,
     "max.connections.per.ip": _I,
     "max.connections.per.ip.overrides": _S,
     "message.max.bytes": _I,

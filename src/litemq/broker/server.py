@@ -405,8 +405,11 @@ class Connection(asyncio.Protocol):
                 quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size)
                 throttle_ms, key = fetch_ms, CONSUMER_BYTE_RATE
                 given = body if isinstance(body, dict) else {}
+                session_id = given.get("session_id", 0)
+                if session_id:  # KIP-227: what the dropped response carried is sent again later
+                    session_id = self.runtime.fetch_sessions.response_dropped(session_id, given.get("responses", ()))
                 body = {"throttle_time_ms": 0, "error_code": given.get("error_code", 0),
-                        "session_id": given.get("session_id", 0), "responses": [], "node_endpoints": []}
+                        "session_id": session_id, "responses": [], "node_endpoints": []}
         if slot.busy_s >= 0:
             busy_s = slot.busy_s + (time.perf_counter() - encode_from)
             request_ms = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy_s * 100.0)

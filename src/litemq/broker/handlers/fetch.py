@@ -1,13 +1,18 @@
 """Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23).
 
-Sources: FetchRequest/Response v0-17 (KIP-74 response max bytes, KIP-227 fetch sessions -
-declined with session id 0 -, KIP-320 leader epochs, KIP-516 topic ids v13+),
+Sources: FetchRequest/Response v0-17 (KIP-74 response max bytes, KIP-227 incremental fetch
+sessions, KIP-320 leader epochs, KIP-516 topic ids v13+),
 ListOffsetsRequest/Response v0-9 (KIP-79 by timestamp, KIP-734 max timestamp),
 OffsetForLeaderEpochRequest/Response v0-4 (KIP-101, KIP-279).
 
 Fetch returns whole batches as :class:`~litemq.protocol.regions.FileRegion` parts, so the
 connection sends them with sendfile. A fetch that has fewer than ``min_bytes`` waits on the
 partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms``.
+
+Fetch sessions (KIP-227, :mod:`litemq.broker.fetch_sessions`): a Fetch v7+ asking for a session
+gets one from the broker's cache; later incremental Fetches of that session name only what
+changed, and are answered with only the partitions that have something new, while every partition
+of the session is read and waited on.
 
 Fetch from follower (KIP-392): a follower answers a consumer's Fetch v11+ (older versions get
 NOT_LEADER_OR_FOLLOWER, as from Kafka) with what it has up to the high watermark it knows (the
@@ -67,10 +72,11 @@ def _preferred_replicas(runtime, req, v: int, listener_name: str | None):
     return preferred
 
 
-def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str], listener_name: str | None):
-    """One pass over the requested partitions: (response topics, bytes, answer now, partitions).
-    Topics not in ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED. "Answer
-    now" (no long poll): a partition erred or was sent to its preferred read replica."""
+def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], listener_name: str | None):
+    """One pass over ``topics`` (FetchRequest topics, or a fetch session's): (response topics,
+    bytes, answer now, partitions), one response partition per partition, in order. Topics not in
+    ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED. "Answer now" (no long
+    poll): a partition erred or was sent to its preferred read replica."""
     meta = runtime.metadata
     read_committed = v >= 4 and req.isolation_level == 1
     preferred_of = _preferred_replicas(runtime, req, v, listener_name)
@@ -79,7 +85,7 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str], listener
     error_seen = False
     watched = []
     topics_out = []
-    for t in req.topics:
+    for t in topics:
         if v >= 13:
             info = meta.topic_by_id(t.topic_id)
             name = info.name if info is not None else None
@@ -156,41 +162,43 @@ def _read_all(runtime, req, v: int, max_bytes: int, readable: set[str], listener
     return topics_out, total, error_seen, watched
 
 
-def _body(runtime, topics_out) -> dict:
+def _body(runtime, context, topics_out) -> dict:
+    session_id, topics_out = context.finish(topics_out)
     runtime.metrics.on_fetch_response(topics_out)  # kafka_server_brokertopicmetrics_bytesout
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics_out}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics_out}
 
 
 def handle_fetch(ctx, req):
     runtime = ctx.runtime
     v = ctx.version
-    if v >= 7 and req.session_id != 0 and req.session_epoch > 0:
-        # We never hand out fetch sessions (KIP-227 lets a broker decline with session id 0).
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                "session_id": 0, "responses": []}
+    context = runtime.fetch_sessions.new_context(v, req)
+    if context.error:
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+    topics = context.topics
     max_bytes = min(req.max_bytes if v >= 3 else limits.MAX_FETCH_RESPONSE_BYTES, limits.MAX_FETCH_RESPONSE_BYTES)
     max_bytes = max(max_bytes, 1)
     meta = runtime.metadata
-    names = [t.topic for t in req.topics] if v < 13 else [
-        info.name for t in req.topics if (info := meta.topic_by_id(t.topic_id)) is not None]
+    names = [t.topic for t in topics] if v < 13 else [
+        info.name for t in topics if (info := meta.topic_by_id(t.topic_id)) is not None]
     readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     listener_name = ctx.connection.listener_name
-    topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable, listener_name)
+    topics_out, total, error_seen, watched = _read_all(runtime, req, v, topics, max_bytes, readable, listener_name)
     max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
     if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
-        return _body(runtime, topics_out)
-    return _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable, listener_name)
+        return _body(runtime, context, topics_out)
+    return _long_poll(runtime, req, v, context, max_bytes, max_wait_ms, watched, readable, listener_name)
 
 
-async def _long_poll(runtime, req, v, max_bytes, max_wait_ms, watched, readable, listener_name):
+async def _long_poll(runtime, req, v, context, max_bytes, max_wait_ms, watched, readable, listener_name):
     loop = runtime.loop
     deadline = loop.time() + max_wait_ms / 1000
     while True:
         futures = [p.waiter(p.high_watermark + 1) for p in watched]
         await runtime.replicas.wait_any(futures, deadline - loop.time())
-        topics_out, total, error_seen, watched = _read_all(runtime, req, v, max_bytes, readable, listener_name)
+        topics_out, total, error_seen, watched = _read_all(runtime, req, v, context.topics, max_bytes, readable,
+                                                           listener_name)
         if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
-            return _body(runtime, topics_out)
+            return _body(runtime, context, topics_out)
 
 
 # ---------------------------------------------------------------- ListOffsets
