@@ -67,6 +67,10 @@ def _answered(resp) -> dict[int, tuple[int, list[bytes]]]:
     return out
 
 
+def _log_starts(resp) -> dict[int, int]:
+    return {p.partition_index: p.log_start_offset for t in resp.responses for p in t.partitions}
+
+
 def _metric(broker, name: str) -> float:
     with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
@@ -259,10 +263,11 @@ def test_kafka_python_consumes_through_fetch_sessions(shared_broker, partitions)
 
 def test_a_consumer_following_its_session_sees_what_full_fetches_see(shared_broker):
     """Hypothesis state machine: a consumer keeps one session while records arrive on random
-    partitions and it adds, forgets and re-adds partitions, sending only what changed (as
-    kafka-python's ``FetchSessionHandler`` does). After every incremental fetch its view - the
-    records of each partition in order, the high watermarks - is what a sessionless full fetch
-    of the same partitions gives."""
+    partitions, records it has read are deleted (DeleteRecords), and it adds, forgets and re-adds
+    partitions, sending only what changed (as kafka-python's ``FetchSessionHandler`` does). After
+    every incremental fetch its view - the records of each partition in order, the high
+    watermarks, the log start offsets - is what a sessionless full fetch of the same partitions
+    gives."""
     from hypothesis import HealthCheck, settings
     from hypothesis import strategies as st
     from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -277,6 +282,8 @@ def test_a_consumer_following_its_session_sees_what_full_fetches_see(shared_brok
                 self.produced = {p: [] for p in range(partitions)}
                 self.read = {p: [] for p in range(partitions)}
                 self.hw_seen: dict[int, int] = {}
+                self.log_start = {p: 0 for p in range(partitions)}
+                self.log_start_seen: dict[int, int] = {}
                 self.wanted = set(range(partitions))
                 self.session = {}  # partition -> fetch offset the broker's session holds
                 self.session_id, self.epoch = 0, 0
@@ -289,6 +296,16 @@ def test_a_consumer_following_its_session_sees_what_full_fetches_see(shared_brok
                     self.n += 1
                     _produce(c, self.topic, p, value)
                     self.produced[p].append(value)
+
+            @rule(p=st.integers(0, partitions - 1), data=st.data())
+            def delete_records(self, p, data):
+                """DeleteRecords up to an offset the consumer has read past: a new log start
+                offset, which an incremental answer must carry though nothing else changed."""
+                upto = data.draw(st.integers(0, len(self.read[p])))
+                resp = c.request(21, 2, {"topics": [{"name": self.topic, "partitions": [
+                    {"partition_index": p, "offset": upto}]}], "timeout_ms": 10000})
+                assert resp.topics[0].partitions[0].error_code == 0
+                self.log_start[p] = max(self.log_start[p], upto)
 
             @rule(p=st.integers(0, partitions - 1))
             def toggle(self, p):
@@ -316,6 +333,7 @@ def test_a_consumer_following_its_session_sees_what_full_fetches_see(shared_brok
                 for p, (hw, values) in _answered(resp).items():
                     assert p in self.wanted
                     self.hw_seen[p] = hw
+                    self.log_start_seen[p] = _log_starts(resp)[p]
                     self.read[p].extend(values)
                     if values:
                         self.session[p] = offsets[p]  # the broker holds what was asked, not read
@@ -323,10 +341,11 @@ def test_a_consumer_following_its_session_sees_what_full_fetches_see(shared_brok
                 for p in self.wanted:
                     assert self.read[p] == self.produced[p][:len(self.read[p])]
                     assert self.hw_seen[p] == full[p][0] == len(self.produced[p])
+                    assert self.log_start_seen[p] == self.log_start[p]
                     if not small:
                         assert self.read[p] == self.produced[p] and full[p][1] == []
 
-        SessionMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=25, deadline=None,
+        SessionMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
                                                     suppress_health_check=list(HealthCheck))
         SessionMachine.TestCase().runTest()
 

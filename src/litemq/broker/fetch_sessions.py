@@ -47,6 +47,9 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 """A request's epoch closing its session (and, with session id 0, a sessionless fetch)."""
 _MAX_EPOCH = 2**31 - 1
+QUIET: dict = {}
+"""The response partition of a session partition the read skipped: unchanged since it last had
+nothing to read or tell (an incremental answer leaves it out)."""
 
 
 def next_epoch(epoch: int) -> int:
@@ -61,11 +64,13 @@ class CachedPartition:
     """One partition of a session: what the consumer last asked (``fetch_offset``,
     ``partition_max_bytes``, ``current_leader_epoch``, ``last_fetched_epoch``, ``log_start_offset``:
     the attributes of a FetchRequest ``FetchPartition``, so the read path takes either) and what
-    it was last told (``high_watermark``, ``sent_log_start_offset``; -1 = unknown, resend)."""
+    it was last told (``high_watermark``, ``sent_log_start_offset``; -1 = unknown, resend).
+    ``quiet``: the replica's state when a read last found nothing to read in it and nothing the
+    consumer did not know (set by the Fetch handler; None = read it)."""
 
     __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "partition_max_bytes",
                  "current_leader_epoch", "last_fetched_epoch", "log_start_offset",
-                 "high_watermark", "sent_log_start_offset")
+                 "high_watermark", "sent_log_start_offset", "quiet")
 
     def __init__(self, topic: str, topic_id: Any, fp: Any) -> None:
         self.topic = topic
@@ -73,10 +78,12 @@ class CachedPartition:
         self.partition = fp.partition
         self.high_watermark = -1
         self.sent_log_start_offset = -1
+        self.quiet = None
         self.update(fp)
 
     def update(self, fp: Any) -> None:
         """Take the request parameters of FetchRequest partition ``fp``."""
+        self.quiet = None
         self.fetch_offset = fp.fetch_offset
         self.partition_max_bytes = fp.partition_max_bytes
         self.current_leader_epoch = getattr(fp, "current_leader_epoch", -1)
@@ -172,9 +179,10 @@ class FetchContext:
         shown = []
         moved = []
         for t, t_out in zip(self.topics, topics_out):
-            parts = [out for cached, out in zip(t.partitions, t_out["partitions"]) if cached.must_respond(out)]
+            parts = [out for cached, out in zip(t.partitions, t_out["partitions"])
+                     if out is not QUIET and cached.must_respond(out)]
             for cached, out in zip(t.partitions, t_out["partitions"]):
-                if out["records"]:
+                if out is not QUIET and out["records"]:
                     moved.append(cached)
             if parts:
                 shown.append(dict(t_out, partitions=parts))
@@ -298,6 +306,7 @@ class FetchSessionCache:
                 cached = session.partitions.get((key, out["partition_index"]))
                 if cached is not None:
                     cached.high_watermark = -1
+                    cached.quiet = None
         return session_id
 
 

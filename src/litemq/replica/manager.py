@@ -152,13 +152,19 @@ class Partition:
     def waiter(self, offset: int) -> asyncio.Future:
         """A future completed (with the new high watermark) once the high watermark >= offset."""
         fut = self._manager.loop.create_future()
-        if self.high_watermark >= offset:
-            fut.set_result(self.high_watermark)
-        else:
-            if len(self._waiters) >= 256:  # drop futures of fetches that already timed out
-                self._waiters = [w for w in self._waiters if not w[1].done()]
-            self._waiters.append((offset, fut))
+        self.watch(offset, fut)
         return fut
+
+    def watch(self, offset: int, fut: asyncio.Future) -> None:
+        """Complete ``fut`` (with the new high watermark) once the high watermark >= offset,
+        unless it is done by then: one future may watch many partitions (a long-poll Fetch)."""
+        if self.high_watermark >= offset:
+            if not fut.done():
+                fut.set_result(self.high_watermark)
+            return
+        if len(self._waiters) >= 256:  # drop futures of fetches that already timed out
+            self._waiters = [w for w in self._waiters if not w[1].done()]
+        self._waiters.append((offset, fut))
 
     @property
     def last_stable_offset(self) -> int:

@@ -7,7 +7,8 @@ OffsetForLeaderEpochRequest/Response v0-4 (KIP-101, KIP-279).
 
 Fetch returns whole batches as :class:`~litemq.protocol.regions.FileRegion` parts, so the
 connection sends them with sendfile. A fetch that has fewer than ``min_bytes`` waits on the
-partitions' high-watermark futures (no timer polling) for at most ``max_wait_ms``.
+partitions' high watermarks (one future watching them all, no timer polling) for at most
+``max_wait_ms``.
 
 Fetch sessions (KIP-227, :mod:`litemq.broker.fetch_sessions`): a Fetch v7+ asking for a session
 gets one from the broker's cache; later incremental Fetches of that session name only what
@@ -35,6 +36,7 @@ from litemq import limits
 from litemq.config import RACK_AWARE_REPLICA_SELECTOR
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorized_names
+from litemq.broker.fetch_sessions import QUIET
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.regions import RecordsParts
 from litemq.replica.selector import NO_PREFERRED_REPLICA, rack_aware_preferred_replica
@@ -72,14 +74,21 @@ def _preferred_replicas(runtime, req, v: int, listener_name: str | None):
     return preferred
 
 
-def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], listener_name: str | None):
+def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], listener_name: str | None,
+              session_read: bool = False):
     """One pass over ``topics`` (FetchRequest topics, or a fetch session's): (response topics,
     bytes, answer now, partitions), one response partition per partition, in order. Topics not in
     ``readable`` (READ not authorized) answer TOPIC_AUTHORIZATION_FAILED. "Answer now" (no long
-    poll): a partition erred or was sent to its preferred read replica."""
+    poll): a partition erred or was sent to its preferred read replica.
+
+    ``session_read`` (an incremental fetch: ``topics`` hold :class:`CachedPartition` objects): a
+    partition whose state is what it was when this session last found nothing in it to read or
+    tell the consumer (:func:`_quiet_state`) is not read again; its response partition is
+    :data:`QUIET`, which the session leaves out of the answer."""
     meta = runtime.metadata
     read_committed = v >= 4 and req.isolation_level == 1
     preferred_of = _preferred_replicas(runtime, req, v, listener_name)
+    session_read = session_read and preferred_of is None
     remaining = max_bytes
     total = 0
     error_seen = False
@@ -107,6 +116,12 @@ def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], 
                 parts_out.append(_partition_error(idx, code))
                 error_seen = True
                 continue
+            if session_read:
+                state = _quiet_state(p, fp, read_committed)
+                if fp.quiet == state:
+                    watched.append(p)
+                    parts_out.append(QUIET)
+                    continue
             if not p.is_leader and not (v >= 11 and p.is_follower):  # KIP-392: v11+ may read a follower
                 parts_out.append(_partition_error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 error_seen = True
@@ -152,14 +167,28 @@ def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], 
                         aborted = [{"producer_id": pid, "first_offset": p.kafka_offset(first)}
                                    for pid, first in p.log.collect_aborted_transactions(offset, visible)]
             watched.append(p)
+            kafka_hw, kafka_log_start = p.kafka_offset(hw), p.kafka_log_start_offset
+            if session_read and offset >= visible and fp.high_watermark == kafka_hw and \
+                    fp.sent_log_start_offset == kafka_log_start:
+                fp.quiet = state  # nothing to read, nothing the consumer does not know
             parts_out.append({"partition_index": idx, "error_code": ErrorCode.NONE,
-                              "high_watermark": p.kafka_offset(hw), "last_stable_offset": p.kafka_offset(lso),
-                              "log_start_offset": p.kafka_log_start_offset,
+                              "high_watermark": kafka_hw, "last_stable_offset": p.kafka_offset(lso),
+                              "log_start_offset": kafka_log_start,
                               "aborted_transactions": aborted,
                               "preferred_read_replica": -1, "records": records})
         topics_out.append({"topic": name or "", "topic_id": t.topic_id if v >= 13 else None,
                            "partitions": parts_out})
     return topics_out, total, error_seen, watched
+
+
+def _quiet_state(p, cached, read_committed: bool) -> tuple:
+    """Everything a read of session partition ``cached`` on replica ``p`` depends on: the same
+    tuple means the same answer (KIP-227 incremental fetches skip such partitions). The high
+    watermark, log end and log start offsets cover appends, commits, transaction markers,
+    truncation, retention and DeleteRecords; the replica object, role and leader epoch cover
+    leadership moves and a partition deleted and created again."""
+    return (p, p.log, p.is_leader, p.is_follower, p.leader_epoch, p.high_watermark, p.log.log_end_offset,
+            p.log.log_start_offset, cached.fetch_offset, cached.current_leader_epoch, read_committed)
 
 
 def _body(runtime, context, topics_out) -> dict:
@@ -182,7 +211,9 @@ def handle_fetch(ctx, req):
         info.name for t in topics if (info := meta.topic_by_id(t.topic_id)) is not None]
     readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     listener_name = ctx.connection.listener_name
-    topics_out, total, error_seen, watched = _read_all(runtime, req, v, topics, max_bytes, readable, listener_name)
+    session_read = context.kind == "incremental"
+    topics_out, total, error_seen, watched = _read_all(runtime, req, v, topics, max_bytes, readable, listener_name,
+                                                       session_read)
     max_wait_ms = min(max(req.max_wait_ms, 0), limits.MAX_FETCH_WAIT_MS)
     if total >= req.min_bytes or error_seen or max_wait_ms == 0 or not watched:
         return _body(runtime, context, topics_out)
@@ -193,10 +224,12 @@ async def _long_poll(runtime, req, v, context, max_bytes, max_wait_ms, watched, 
     loop = runtime.loop
     deadline = loop.time() + max_wait_ms / 1000
     while True:
-        futures = [p.waiter(p.high_watermark + 1) for p in watched]
-        await runtime.replicas.wait_any(futures, deadline - loop.time())
+        woken = loop.create_future()  # one future for all the partitions: cheap with many of them
+        for p in watched:
+            p.watch(p.high_watermark + 1, woken)
+        await runtime.replicas.wait_any([woken], deadline - loop.time())
         topics_out, total, error_seen, watched = _read_all(runtime, req, v, context.topics, max_bytes, readable,
-                                                           listener_name)
+                                                           listener_name, context.kind == "incremental")
         if total >= req.min_bytes or error_seen or loop.time() >= deadline or not watched:
             return _body(runtime, context, topics_out)
 
