@@ -219,3 +219,20 @@ def test_new_log_is_created_not_recovered(tmp_path, caplog):
     caplog.clear()
     PartitionLog.open(tmp_path / "p-0", CFG).close()
     assert "(clean shutdown)" in caplog.records[0].getMessage()
+
+
+def test_no_checkpoint_at_a_new_logs_first_flush_and_a_crash_still_recovers(tmp_path):
+    """A new log's first flush writes no recovery-point checkpoint (the first comes one interval
+    after open, or when a segment is rolled): a broker creating or opening many partitions does
+    not write two checkpoint files per partition at once. A crash before that checkpoint loses
+    nothing flushed: recovery checks the whole log."""
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, LogConfig(segment_bytes=1 << 20, index_interval_bytes=100))
+    for i in range(5):
+        log.append(batch(2, value_size=30), leader_epoch=1)
+    log.flush()
+    assert log.flushed_offset == 10
+    assert not (d / "recovery-point-offset-checkpoint").exists()
+    del log  # a crash: no close
+    log = PartitionLog.open(d, CFG)
+    assert offsets(log.read_bytes(0, 10**9)) == list(range(10))

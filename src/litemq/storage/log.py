@@ -176,7 +176,10 @@ class PartitionLog:
         self._leo = 0
         self._flushed = 0
         self._checkpointed_recovery_point = 0
-        self._last_checkpoint_ms = 0
+        # the first recovery-point checkpoint comes one interval after open, not at the first
+        # flush: a broker opening or creating many partitions would otherwise write two
+        # checkpoint files (fsync, rename, directory fsync each) per partition at once
+        self._last_checkpoint_ms = _now_ms()
         self._truncations = 0
         self._dir_dirty = False
         self.unflushed_messages = 0
