@@ -117,7 +117,7 @@ def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], 
                 error_seen = True
                 continue
             if session_read:
-                state = _quiet_state(p, fp, read_committed)
+                state = _quiet_state(p, fp, v, read_committed)
                 if fp.quiet == state:
                     watched.append(p)
                     parts_out.append(QUIET)
@@ -181,14 +181,15 @@ def _read_all(runtime, req, v: int, topics, max_bytes: int, readable: set[str], 
     return topics_out, total, error_seen, watched
 
 
-def _quiet_state(p, cached, read_committed: bool) -> tuple:
+def _quiet_state(p, cached, v: int, read_committed: bool) -> tuple:
     """Everything a read of session partition ``cached`` on replica ``p`` depends on: the same
     tuple means the same answer (KIP-227 incremental fetches skip such partitions). The high
     watermark, log end and log start offsets cover appends, commits, transaction markers,
     truncation, retention and DeleteRecords; the replica object, role and leader epoch cover
-    leadership moves and a partition deleted and created again."""
+    leadership moves and a partition deleted and created again; the request version and isolation
+    level what a follower may serve and how far a read may go."""
     return (p, p.log, p.is_leader, p.is_follower, p.leader_epoch, p.high_watermark, p.log.log_end_offset,
-            p.log.log_start_offset, cached.fetch_offset, cached.current_leader_epoch, read_committed)
+            p.log.log_start_offset, cached.fetch_offset, cached.current_leader_epoch, v, read_committed)
 
 
 def _body(runtime, context, topics_out) -> dict:
