@@ -76,4 +76,9 @@ def test_alter_replica_log_dirs_to_the_one_log_dir_is_a_no_op(shared_broker):
                 {"path": "/no/such/dir", "topics": [{"name": topic, "partitions": [0]}]}]})
             codes = sorted((r.topic_name, p.partition_index, p.error_code) for r in res.results for p in r.partitions)
             assert codes == sorted([(topic, 0, 0), (topic, 5, 9), ("no-such-topic", 0, 9), (topic, 0, 57)]), version
+        # a path no file system takes (a NUL byte; found by test_every_request_answered): no log
+        # dir of this broker, answered, and the connection serves on
+        res = w.request(34, 0, {"dirs": [{"path": "\x00", "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert [(r.topic_name, [p.error_code for p in r.partitions]) for r in res.results] == [(topic, [57])]
+        assert w.request(34, 2, {"dirs": []}).results == []
     assert (shared_broker.data_dir / f"{topic}-0").is_dir()

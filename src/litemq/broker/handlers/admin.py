@@ -665,7 +665,10 @@ def handle_alter_replica_log_dirs(ctx, req) -> dict:
     log_dir = os.path.realpath(runtime.config.data_dir)
     by_topic: dict[str, list[dict]] = {}
     for d in req.dirs:
-        here = os.path.realpath(d.path) == log_dir
+        try:
+            here = os.path.realpath(d.path) == log_dir
+        except (ValueError, OSError):  # not a path at all (a NUL byte): no log dir of ours
+            here = False
         for t in d.topics:
             for index in t.partitions:
                 if not allowed:
