@@ -209,8 +209,36 @@ class BrokerConfig:
     # listener: listener.name.<listener>.<setting>, the JAAS configs also per mechanism:
     # listener.name.<listener>.<mechanism lower case>.sasl.jaas.config (Kafka's form).
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
-    """Mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer. Kafka's default is GSSAPI (Kerberos),
-    which LiteMQ does not implement (nor OAUTHBEARER)."""
+    """Mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+    OAUTHBEARER). Kafka's default is GSSAPI (Kerberos), which LiteMQ does not implement."""
+    oauthbearer_sasl_jaas_config: str = ""
+    """JAAS config of OAUTHBEARER on listeners without their own
+    ``listener.name.<listener>.oauthbearer.sasl.jaas.config`` (Kafka's form; this bare key is
+    LiteMQ's): ``org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
+    [unsecuredValidatorRequiredScope="..."] ...;``. Empty: the login module without options."""
+    sasl_server_callback_handler_class: str = ""
+    """How OAUTHBEARER tokens are checked (Kafka sets it per listener and mechanism:
+    ``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class``). Empty or
+    ``...internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler``: unsigned tokens,
+    for development only (Kafka's default); ``org.apache.kafka.common.security.oauthbearer.
+    OAuthBearerValidatorCallbackHandler``: signed JWTs checked against
+    ``sasl.oauthbearer.jwks.endpoint.url`` (KIP-768)."""
+    sasl_oauthbearer_jwks_endpoint_url: str = ""
+    """The OAuth/OIDC provider's JSON Web Key Set: an https, http or file URL (KIP-768)."""
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    """Keys fetched longer ago than this are fetched again before use (Kafka's default: 1 hour)."""
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
+    """After a failed JWKS fetch, the next attempt waits at least this long."""
+    sasl_oauthbearer_expected_audience: str = ""
+    """Comma-separated audiences; a token's ``aud`` must hold one of them. Empty: not checked."""
+    sasl_oauthbearer_expected_issuer: str = ""
+    """A token's ``iss`` must equal this. Empty: not checked."""
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    """The claim holding a signed token's principal name."""
+    sasl_oauthbearer_scope_claim_name: str = "scope"
+    """The claim holding a signed token's scope."""
+    sasl_oauthbearer_clock_skew_seconds: int = 30
+    """Clock difference tolerated between the provider and the broker for ``exp``/``iat``/``nbf``."""
     plain_sasl_jaas_config: str = ""
     """JAAS config whose ``user_NAME="PASSWORD"`` options are the SASL/PLAIN users of every
     listener without its own ``listener.name.<listener>.plain.sasl.jaas.config`` (LiteMQ form)."""
@@ -670,6 +698,9 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "max.incremental.fetch.session.cache.slots": (0, 2**31 - 1),
     "max.connections.per.ip": (0, 2**31 - 1),
     "connection.failed.authentication.delay.ms": (0, None),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (0, None),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (0, None),
+    "sasl.oauthbearer.clock.skew.seconds": (0, None),
 }
 """Allowed range of every numeric broker setting, by Kafka name."""
 _BOUNDS_BY_ATTR = {name.replace(".", "_"): (name, bounds) for name, bounds in SETTING_BOUNDS.items()}

@@ -201,6 +201,15 @@ MAX_SASL_TOKEN_BYTES = 64 * 1024
 MAX_SASL_RECEIVE_BYTES = 512 * 1024
 """Largest request frame a connection on a SASL listener may send before it is authenticated
 (or while it re-authenticates); larger closes it (Kafka ``sasl.server.max.receive.size`` default)."""
+OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS = 10_000
+"""A fetch of an OAuth provider's JWKS (``sasl.oauthbearer.jwks.endpoint.url``) gives up after
+this long; the keys already known stay in use."""
+OAUTHBEARER_JWKS_MAX_BYTES = 1024 * 1024
+"""Largest JWKS document read (a provider's key set is a few kB)."""
+OAUTHBEARER_JWKS_MISSING_KEY_REFRESH_MS = 10_000
+"""A token naming a key id the JWKS does not hold fetches the set again at most this often, so
+clients sending made-up key ids cannot make the broker hammer the provider (Kafka's refreshing
+resolver keeps such ids in flight for 60 s)."""
 SASL_FAILED_AUTHENTICATION_LINGER_MS = 500
 """A connection whose authentication failed is closed this long after its error response is
 written, so a client reading the response and the close in one go (kafka-python) still sees the

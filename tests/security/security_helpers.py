@@ -355,3 +355,33 @@ class AdminWire:
         assert r.error_code == E.NONE, E(r.error_code).name
         res = r.results[0]
         return res.error_code, sorted(c.mechanism for c in res.credential_infos)
+
+
+def produce_and_consume_for(conf: dict, topic: str, seconds: float, timeout_s: float = 20.0) -> tuple[int, int, list]:
+    """A confluent-kafka producer and consumer with ``conf`` (an ``error_cb`` is added) write and
+    read ``topic`` together for ``seconds``, then the consumer reads what is left: returns
+    (records sent and flushed, records received, client errors). The re-authentication tests
+    run it across several SASL session lifetimes."""
+    from confluent_kafka import Consumer, Producer
+
+    errors: list = []
+    conf = {**conf, "error_cb": errors.append}
+    producer = Producer(conf)
+    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    sent = received = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"%d" % sent)
+        sent += 1
+        producer.poll(0)
+        msg = consumer.poll(0.1)
+        received += msg is not None and msg.error() is None
+    if producer.flush(timeout_s) != 0:
+        errors.append("records left unflushed")
+    deadline = time.monotonic() + timeout_s
+    while received < sent and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        received += msg is not None and msg.error() is None
+    consumer.close()
+    return sent, received, errors

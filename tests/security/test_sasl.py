@@ -20,7 +20,7 @@ import pytest
 import scramp
 from aiokafka.conn import create_conn
 from aiokafka.errors import SaslAuthenticationFailed
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -32,6 +32,7 @@ from litemq.security.sasl import SaslSession, SaslStage, parse_jaas_config, plai
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient, WireSaslError
 from tests.integration.admin_helpers import unique_name
+from tests.security.security_helpers import produce_and_consume_for
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_quoted="a\\"b\\\\c";')
@@ -336,25 +337,8 @@ def test_reauthentication_must_keep_principal_and_mechanism(broker):
 def test_librdkafka_reauthenticates_across_session_expiries(broker):
     topic = unique_name("reauth")
     log_start = broker.log_path.stat().st_size
-    errors = []
-    conf = {**_confluent_conf(broker, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD), "error_cb": errors.append}
-    producer = Producer(conf)
-    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    sent = received = 0
-    deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
-    while time.monotonic() < deadline:
-        producer.produce(topic, b"%d" % sent)
-        sent += 1
-        producer.poll(0)
-        msg = consumer.poll(0.1)
-        received += msg is not None and msg.error() is None
-    assert producer.flush(TIMEOUT_S) == 0
-    deadline = time.monotonic() + TIMEOUT_S
-    while received < sent and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        received += msg is not None and msg.error() is None
-    consumer.close()
+    conf = _confluent_conf(broker, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD)
+    sent, received, errors = produce_and_consume_for(conf, topic, 3.5 * REAUTH_MS / 1000, TIMEOUT_S)
     assert received == sent and errors == []
     log = broker.log_path.read_bytes()[log_start:].decode(errors="replace")
     reauths = log.count(f"Successful re-authentication of User:{SCRAM_USER} with SCRAM-SHA-512")

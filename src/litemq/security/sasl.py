@@ -12,6 +12,9 @@ Mechanisms:
 - ``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` (RFC 5802, RFC 7677, KIP-84): the exchange is run by
   :mod:`scramp` against the stored :class:`~litemq.security.credentials.ScramCredential`.
   Delegation tokens (the ``tokenauth`` extension, KIP-48) are not supported and refused.
+- ``OAUTHBEARER`` (RFC 7628, KIP-255, KIP-342, KIP-768): a bearer token checked by an unsecured
+  JWS or a signed-JWT validator (:mod:`litemq.security.oauthbearer`). The session lasts until
+  the token expires, or ``connections.max.reauth.ms`` if shorter (KIP-368).
 
 :class:`SaslSession` is the per-connection state machine of Kafka's
 ``SaslServerAuthenticator`` and ``KafkaChannel``: which requests an unauthenticated connection
@@ -36,13 +39,15 @@ import scramp
 
 from litemq import limits
 from litemq.security.credentials import SCRAM_MECHANISMS, ScramCredential, salted_password, verify_password
+from litemq.security.oauthbearer import (KVSEP, OAUTHBEARER, InitialResponseError, OAuthBearerToken,
+                                         TokenValidationError, Validator, parse_initial_response)
 from litemq.security.principal import KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS: tuple[str, ...] = (PLAIN, *SCRAM_MECHANISMS)
-"""Mechanisms LiteMQ implements. GSSAPI (Kerberos) and OAUTHBEARER are not implemented."""
+SUPPORTED_MECHANISMS: tuple[str, ...] = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
+"""Mechanisms LiteMQ implements. GSSAPI (Kerberos) is not implemented."""
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 JAAS_CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
@@ -69,7 +74,7 @@ def parse_mechanisms(text: str) -> list[str]:
     """``sasl.enabled.mechanisms`` (comma-separated) -> mechanism names, in order, without duplicates.
 
     Raises:
-        ValueError: empty, or a mechanism LiteMQ does not implement (GSSAPI, OAUTHBEARER, ...).
+        ValueError: empty, or a mechanism LiteMQ does not implement (GSSAPI, ...).
     """
     out: list[str] = []
     for item in text.split(","):
@@ -78,7 +83,7 @@ def parse_mechanisms(text: str) -> list[str]:
             continue
         if name not in SUPPORTED_MECHANISMS:
             raise ValueError(f"SASL mechanism {name!r} is not supported by LiteMQ (supported: "
-                             f"{', '.join(SUPPORTED_MECHANISMS)}; GSSAPI/Kerberos and OAUTHBEARER are not)")
+                             f"{', '.join(SUPPORTED_MECHANISMS)}; GSSAPI/Kerberos is not)")
         out.append(name)
     if not out:
         raise ValueError("sasl.enabled.mechanisms is empty: no SASL mechanism enabled")
@@ -239,6 +244,9 @@ class Authenticator:
     mechanism: str
     complete: bool = False
     username: str | None = None
+    credential_expiration_ms: int | None = None
+    """Epoch milliseconds at which the credential expires (an OAUTHBEARER token's ``exp``), else
+    None; it bounds the session (Kafka ``CREDENTIAL_LIFETIME_MS_SASL_NEGOTIATED_PROPERTY_KEY``)."""
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError
@@ -355,10 +363,62 @@ class ScramAuthenticator(Authenticator):
                     "Authentication failed: Client requested an authorization id that is different from username")
 
 
-def make_authenticator(mechanism: str, jaas_users: Mapping[str, str], scram_lookup: ScramLookup) -> Authenticator:
-    """A fresh server-side authenticator for ``mechanism`` (one of :data:`SUPPORTED_MECHANISMS`)."""
+class OAuthBearerAuthenticator(Authenticator):
+    """SASL/OAUTHBEARER (RFC 7628) as Kafka's ``OAuthBearerSaslServer``: one client message with
+    the token; an invalid token is answered with RFC 7628's JSON error and fails when the client
+    acknowledges it with ``\\x01`` (see :mod:`litemq.security.oauthbearer`).
+
+    Attributes after success: ``username`` (the token's principal), ``token``
+    (:class:`~litemq.security.oauthbearer.OAuthBearerToken`), ``extensions`` (KIP-342 SASL
+    extensions, all accepted as by both Kafka validators), ``credential_expiration_ms``.
+    """
+
+    mechanism = OAUTHBEARER
+
+    def __init__(self, validator: Validator) -> None:
+        self.validator = validator
+        self.error_json: str | None = None
+        self.token: OAuthBearerToken | None = None
+        self.extensions: dict[str, str] = {}
+
+    def evaluate(self, token: bytes) -> bytes:
+        if self.complete:
+            raise SaslCredentialsError("OAUTHBEARER exchange already complete")
+        if token == KVSEP.encode() and self.error_json is not None:
+            raise SaslAuthenticationException(self.error_json)
+        self.error_json = None
+        try:
+            first = parse_initial_response(token)
+        except InitialResponseError as exc:
+            raise SaslCredentialsError(str(exc)) from None
+        try:
+            valid = self.validator.validate(first.token)
+        except TokenValidationError as exc:
+            log.info("OAUTHBEARER token rejected (%s): %s", exc.status, exc)
+            self.error_json = exc.json()
+            return self.error_json.encode()
+        if first.authorization_id and first.authorization_id != valid.principal_name:
+            raise SaslAuthenticationException(
+                f"Authentication failed: Client requested an authorization id ({first.authorization_id}) "
+                f"that is different from the token's principal name ({valid.principal_name})")
+        self.token = valid
+        self.extensions = first.extensions
+        self.username = valid.principal_name
+        self.credential_expiration_ms = valid.lifetime_ms
+        self.complete = True
+        return b""
+
+
+def make_authenticator(mechanism: str, jaas_users: Mapping[str, str], scram_lookup: ScramLookup,
+                       oauthbearer_validator: Validator | None = None) -> Authenticator:
+    """A fresh server-side authenticator for ``mechanism`` (one of :data:`SUPPORTED_MECHANISMS`;
+    OAUTHBEARER needs ``oauthbearer_validator``)."""
     if mechanism == PLAIN:
         return PlainAuthenticator(jaas_users, scram_lookup)
+    if mechanism == OAUTHBEARER:
+        if oauthbearer_validator is None:
+            raise ValueError("OAUTHBEARER needs a token validator")
+        return OAuthBearerAuthenticator(oauthbearer_validator)
     return ScramAuthenticator(mechanism, scram_lookup)
 
 
@@ -512,21 +572,33 @@ class SaslSession:
     def exchange_complete(self) -> bool:
         return self.authenticator is not None and self.authenticator.complete
 
-    def finish(self, now_ms: float) -> int:
+    def finish(self, now_ms: float, wall_clock_ms: float) -> int:
         """Complete the (re-)authentication after the last token; returns the session lifetime in
-        ms for SaslAuthenticate v1+ (0 = no expiry). Kafka ``ReauthInfo.calcCompletionTimes...``:
-        ``connections.max.reauth.ms`` (credential lifetimes exist only for tokens, not served)."""
+        ms for SaslAuthenticate v1+ (0 = no expiry, unless the credential already expired).
+
+        Kafka ``ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs``: the session lasts
+        ``connections.max.reauth.ms`` (when > 0), or until the credential expires (an OAUTHBEARER
+        token's ``exp``, measured against ``wall_clock_ms``, epoch ms), whichever comes first.
+        ``now_ms`` is the monotonic clock the session's expiry is kept in.
+        """
         self.principal = KafkaPrincipal("User", self.authenticator.username)
         self.stage = SaslStage.COMPLETE
         self.reauthenticating = False
         self.successful_authentications += 1
         max_reauth_ms = self.max_reauth_ms if isinstance(self.max_reauth_ms, int) \
             else self.max_reauth_ms.get(self.mechanism, 0)
-        if max_reauth_ms > 0:
-            self.session_expiry_ms = now_ms + max_reauth_ms
-            return max_reauth_ms
-        self.session_expiry_ms = None
-        return 0
+        credential_expiration_ms = self.authenticator.credential_expiration_ms
+        if credential_expiration_ms is None and max_reauth_ms <= 0:
+            self.session_expiry_ms = None
+            return 0
+        if credential_expiration_ms is None:
+            lifetime_ms = max_reauth_ms
+        elif max_reauth_ms <= 0:
+            lifetime_ms = max(0, int(credential_expiration_ms - wall_clock_ms))
+        else:
+            lifetime_ms = max(0, int(min(credential_expiration_ms - wall_clock_ms, max_reauth_ms)))
+        self.session_expiry_ms = now_ms + lifetime_ms
+        return lifetime_ms
 
 
 def _api_name(api_key: int) -> str:

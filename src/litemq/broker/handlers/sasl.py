@@ -32,9 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from litemq import limits
 from litemq.protocol.errors import ErrorCode
+from litemq.security.oauthbearer import (JWT_VALIDATOR_CLASS, LEGACY_JWT_VALIDATOR_CLASS, LOGIN_MODULE,
+                                         OAUTHBEARER, UNSECURED_VALIDATOR_CLASS, JwksCache, JwtValidator,
+                                         UnsecuredJwsValidator, Validator)
 from litemq.security.sasl import (PLAIN, SaslAuthenticationException, SaslCredentialsError, SaslSession,
-                                  SaslStage, lookup_scram, make_authenticator, parse_mechanisms,
-                                  plain_users_from_jaas)
+                                  SaslStage, lookup_scram, make_authenticator, parse_jaas_config,
+                                  parse_mechanisms, plain_users_from_jaas)
 
 if TYPE_CHECKING:
     from litemq.config import BrokerConfig
@@ -114,6 +117,62 @@ def plain_user_sets(config) -> list[dict[str, str]]:
     return out
 
 
+def _oauthbearer_setting(config, listener: str | None, key: str) -> str:
+    """``listener.name.<l>.oauthbearer.<key>``, else ``listener.name.<l>.<key>``, else the
+    broker-wide ``key`` (Kafka's per-listener, per-mechanism form first)."""
+    own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
+    for candidate in (f"oauthbearer.{key}", key):
+        if candidate in own:
+            return own[candidate]
+    return _setting(config, None, key)
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(handler_class: str, jaas: str, settings: tuple) -> Validator:
+    if jaas.strip():
+        (entry,) = parse_jaas_config(jaas)
+        if entry.login_module != LOGIN_MODULE:
+            raise ValueError(f"JAAS config for OAUTHBEARER names login module {entry.login_module}; "
+                             f"expected {LOGIN_MODULE}")
+        options = entry.options
+    else:
+        options = {}
+    if handler_class in ("", UNSECURED_VALIDATOR_CLASS):
+        return UnsecuredJwsValidator.from_jaas_options(options)
+    if handler_class not in (JWT_VALIDATOR_CLASS, LEGACY_JWT_VALIDATOR_CLASS):
+        raise ValueError(f"sasl.server.callback.handler.class {handler_class!r} is not supported for OAUTHBEARER "
+                         f"(supported: {UNSECURED_VALIDATOR_CLASS}, {JWT_VALIDATOR_CLASS})")
+    url, refresh_ms, backoff_ms, audience, issuer, sub, scope, skew_s = settings
+    if not url:
+        raise ValueError(f"{JWT_VALIDATOR_CLASS} needs sasl.oauthbearer.jwks.endpoint.url")
+    jwks = JwksCache(url, int(refresh_ms), retry_backoff_ms=int(backoff_ms))
+    return JwtValidator(jwks, tuple(a.strip() for a in audience.split(",") if a.strip()), issuer.strip(),
+                        sub.strip() or "sub", scope.strip() or "scope", int(skew_s))
+
+
+def oauthbearer_validator(config, listener: str | None) -> Validator:
+    """The OAUTHBEARER token validator of a listener (one per distinct configuration, so its
+    JWKS cache is shared by every connection):
+
+    - ``[listener.name.<l>.oauthbearer.]sasl.server.callback.handler.class`` empty or Kafka's
+      unsecured class: :class:`~litemq.security.oauthbearer.UnsecuredJwsValidator` with the
+      JAAS options of ``[listener.name.<l>.]oauthbearer.sasl.jaas.config``;
+    - Kafka's ``OAuthBearerValidatorCallbackHandler``:
+      :class:`~litemq.security.oauthbearer.JwtValidator` with the ``sasl.oauthbearer.*`` settings.
+
+    Raises:
+        ValueError: another handler class, a JAAS config of another login module or with a bad
+            option, no or a bad JWKS URL.
+    """
+    handler_class = _oauthbearer_setting(config, listener, "sasl.server.callback.handler.class").strip()
+    own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
+    jaas = own.get("oauthbearer.sasl.jaas.config") or _setting(config, None, "oauthbearer.sasl.jaas.config")
+    settings = tuple(_oauthbearer_setting(config, listener, f"sasl.oauthbearer.{key}") for key in (
+        "jwks.endpoint.url", "jwks.endpoint.refresh.ms", "jwks.endpoint.retry.backoff.ms", "expected.audience",
+        "expected.issuer", "sub.claim.name", "scope.claim.name", "clock.skew.seconds"))
+    return _validator(handler_class, jaas, settings)
+
+
 def max_reauth_ms(config, listener: str | None, mechanism: str) -> int:
     """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the first set among
     ``listener.name.<l>.<mechanism lower case>.connections.max.reauth.ms``,
@@ -139,6 +198,13 @@ def validate(config) -> None:
             mechanisms = enabled_mechanisms(config, listener)
             if PLAIN in mechanisms:
                 plain_users(config, listener)
+            if OAUTHBEARER in mechanisms and isinstance(oauthbearer_validator(config, listener),
+                                                        UnsecuredJwsValidator):
+                log.warning("Listener %s accepts unsecured OAUTHBEARER tokens (no signature; anyone may "
+                            "name any principal): for development only. Set "
+                            "listener.name.%s.oauthbearer.sasl.server.callback.handler.class=%s and "
+                            "sasl.oauthbearer.jwks.endpoint.url for signed tokens (KIP-768)",
+                            listener, listener.lower(), JWT_VALIDATOR_CLASS)
             if any(max_reauth_ms(config, listener, m) < 0 for m in mechanisms):
                 raise ValueError("connections.max.reauth.ms must be >= 0")
         except ValueError as exc:
@@ -185,7 +251,8 @@ def new_session(conn: SaslConnection) -> SaslSession | None:
 
     def authenticator(mechanism: str):
         users = plain_users(config, listener) if mechanism == PLAIN else {}
-        return make_authenticator(mechanism, users, functools.partial(lookup_scram, runtime))
+        validator = oauthbearer_validator(config, listener) if mechanism == OAUTHBEARER else None
+        return make_authenticator(mechanism, users, functools.partial(lookup_scram, runtime), validator)
 
     mechanisms = enabled_mechanisms(config, listener)
     return SaslSession(list(mechanisms), {m: max_reauth_ms(config, listener, m) for m in mechanisms}, authenticator)
@@ -236,7 +303,7 @@ async def _authenticate(ctx, session: SaslSession, token: bytes) -> dict:
     body = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out}
     if session.exchange_complete:
         what = session.authentication_text
-        lifetime_ms = session.finish(now_ms())
+        lifetime_ms = session.finish(now_ms(), time.time() * 1000.0)
         conn.principal = session.principal
         if ctx.version >= 1:
             body["session_lifetime_ms"] = lifetime_ms

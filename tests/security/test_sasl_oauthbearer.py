@@ -1,0 +1,517 @@
+"""SASL/OAUTHBEARER end to end (RFC 7628, KIP-255, KIP-342, KIP-368, KIP-768).
+
+One broker process with three listeners: PLAINTEXT (set-up), UNSECURED (SASL_PLAINTEXT with
+Kafka's default validator of unsigned tokens, a required scope) and SIGNED (SASL_PLAINTEXT with
+Kafka's ``OAuthBearerValidatorCallbackHandler``: signed JWTs checked against the JWKS of the
+stand-in OAuth provider of ``oauth_idp.py``, with an expected audience and issuer). ACLs deny
+``User:mallory`` and the client id ``intruder`` a topic, so the tests see that the token's
+principal is the one the authorizer judges.
+
+- confluent-kafka (librdkafka's own unsecured tokens, its OIDC client-credentials flow, and an
+  ``oauth_cb``), kafka-python and aiokafka (token providers) produce and consume;
+- raw requests check the exchange: RFC 7628's JSON error and the ``\\x01`` that ends it, Kafka's
+  messages, the session lifetime bounded by the token's expiry, closing at expiry, and
+  re-authentication with a new token of the same principal;
+- the signed listener refuses unsigned tokens, other keys, other audiences and issuers, and
+  follows a key rotation of the provider;
+- the validators' rules and the message parser are tested on their own, the parser also
+  against arbitrary bytes (Hypothesis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, \
+    ResourceType
+from hypothesis import given, settings, strategies as st
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.net.sasl.oauth import AbstractTokenProvider
+
+from litemq.broker.handlers.sasl import validate as validate_sasl_settings
+from litemq.config import BrokerConfig
+from litemq.protocol.errors import ErrorCode
+from litemq.security.oauthbearer import (JWT_VALIDATOR_CLASS, InitialResponseError, JwksCache, JwtValidator,
+                                         TokenValidationError, UnsecuredJwsValidator, parse_initial_response)
+from litemq.testing.process import BrokerProcess
+from litemq.testing.wire import WireClient, WireSaslError
+from tests.integration.admin_helpers import unique_name
+from tests.security.oauth_idp import AUDIENCE, OAuthProvider, unsecured_token
+from tests.security.security_helpers import produce_and_consume_for
+
+TIMEOUT_S = 20
+CLIENTS = {"etl-job": "etl-secret", "intruder": "intruder-secret"}
+REQUIRED_SCOPE = "kafka"
+GUARDED = "guarded"
+GENERIC_FAILURE = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
+INVALID_TOKEN = '{"status":"invalid_token"}'
+
+
+def _message(token: str, authzid: str = "", **extensions) -> bytes:
+    ext = "".join(f"{k}={v}\x01" for k, v in extensions.items())
+    return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01{ext}\x01".encode()
+
+
+@pytest.fixture(scope="module")
+def idp():
+    provider = OAuthProvider(CLIENTS)
+    yield provider
+    provider.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, idp):
+    overrides = {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+        "listener.name.unsecured.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            f'unsecuredValidatorRequiredScope="{REQUIRED_SCOPE}";',
+        "listener.name.signed.oauthbearer.sasl.server.callback.handler.class": JWT_VALIDATOR_CLASS,
+        "listener.name.signed.sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+        "sasl.oauthbearer.expected.audience": f"other,{AUDIENCE}",
+        "sasl.oauthbearer.expected.issuer": idp.issuer,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    }
+    with BrokerProcess(tmp_path_factory.mktemp("oauth") / "data", overrides=overrides,
+                       listeners={"PLAINTEXT": 0, "UNSECURED": 0, "SIGNED": 0},
+                       extra_args=["--log-level", "DEBUG"]) as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap("PLAINTEXT")})
+        denials = [AclBinding(ResourceType.TOPIC, GUARDED, ResourcePatternType.LITERAL, f"User:{who}", "*",
+                              AclOperation.ALL, AclPermissionType.DENY) for who in ("mallory", "intruder")]
+        allow = AclBinding(ResourceType.TOPIC, GUARDED, ResourcePatternType.LITERAL, "User:*", "*",
+                           AclOperation.ALL, AclPermissionType.ALLOW)
+        for fut in admin.create_acls([*denials, allow]).values():
+            fut.result(TIMEOUT_S)
+        yield proc
+
+
+def _wire(broker, listener="UNSECURED") -> WireClient:
+    return WireClient("127.0.0.1", broker.ports[listener])
+
+
+def _metadata_ok(w: WireClient) -> bool:
+    return len(w.request(3, 1, {"topics": None}).brokers) == 1
+
+
+def _authenticate(w: WireClient, token: str, version: int = 2, **kw):
+    w.sasl_handshake("OAUTHBEARER")
+    return w.sasl_authenticate(_message(token, **kw), version)
+
+
+def _produce_result(conf: dict, topic: str) -> list:
+    """Delivery errors (None = delivered) of one record produced with confluent-kafka ``conf``."""
+    results = []
+    producer = Producer(conf)
+    producer.produce(topic, b"v", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(TIMEOUT_S)
+    return results
+
+
+# ------------------------------------------------------------------ the pieces on their own
+def test_initial_response_parsing():
+    first = parse_initial_response(_message("a.b.c", authzid="al=2Cice", traceId="x y", kafka="1"))
+    assert (first.token, first.authorization_id, first.extensions) == ("a.b.c", "al,ice",
+                                                                        {"traceId": "x y", "kafka": "1"})
+    assert parse_initial_response(b"n,,\x01auth=bearer tok\x01\x01").token == "tok"  # scheme in any case
+    bad = [b"", b"n,,", b"n,,\x01\x01", b"p=x,,\x01auth=Bearer t\x01\x01", b"n,,\x01auth=Basic dXNlcg\x01\x01",
+           b"n,,\x01auth=Bearer t\x01", b"n,,\x01auth=Bearer t\x01k1=v\x01\x01", b"n,,\x01auth=Bearer t\x01k=\x01\x01",
+           b"n,,\x01auth=Bearer t/\x01\x01", b"n,a=x,y,\x01auth=Bearer t\x01\x01", b"\xff\xfe"]
+    for message in bad:
+        with pytest.raises(InitialResponseError):
+            parse_initial_response(message)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200) | st.builds(lambda parts: "\x01".join(parts).encode(),
+                                             st.lists(st.sampled_from(["n,,", "auth=Bearer t.k", "a=b", "", "n,a=u,",
+                                                                       "k=v", "auth=x"]), max_size=6)))
+def test_initial_response_parser_only_raises_its_own_error(message):
+    try:
+        first = parse_initial_response(message)
+    except InitialResponseError:
+        return
+    assert message.startswith(b"n,") and first.token and "auth" not in first.extensions
+
+
+@settings(max_examples=100, deadline=None)
+@given(token=st.from_regex(r"[-_.a-zA-Z0-9]{1,40}", fullmatch=True),
+       authzid=st.from_regex(r"[a-z]{0,8}", fullmatch=True),
+       extensions=st.dictionaries(st.from_regex(r"[A-Za-z]{1,6}", fullmatch=True).filter(lambda k: k != "auth"),
+                                  st.from_regex(r"[\x21-\x7e ]{1,10}", fullmatch=True), max_size=3))
+def test_initial_response_round_trips(token, authzid, extensions):
+    first = parse_initial_response(_message(token, authzid=authzid, **extensions))
+    assert (first.token, first.authorization_id, first.extensions) == (token, authzid, extensions)
+
+
+def test_unsecured_validator_rules():
+    now_ms = time.time() * 1000
+    v = UnsecuredJwsValidator(required_scope=("kafka",), allowable_clock_skew_ms=0)
+    ok = v.validate(unsecured_token("alice", scope=["kafka", "x"], iat=now_ms / 1000, exp=now_ms / 1000 + 60))
+    assert (ok.principal_name, ok.scope, ok.lifetime_ms) == ("alice", {"kafka", "x"}, round(now_ms + 60_000))
+    assert v.validate(unsecured_token("bob", scope="kafka")).scope == {"kafka"}  # a string is one scope value
+    cases = {
+        "expired": unsecured_token(scope="kafka", exp=now_ms / 1000 - 1),
+        "no exp": unsecured_token(scope="kafka", exp=None),
+        "exp not a number": unsecured_token(scope="kafka", exp="soon"),
+        "issued in the future": unsecured_token(scope="kafka", iat=now_ms / 1000 + 5),
+        "no principal": unsecured_token(scope="kafka", sub=None),
+        "blank principal": unsecured_token(" ", scope="kafka"),
+        "signed": unsecured_token(scope="kafka") + "c2ln",
+        "two parts": unsecured_token(scope="kafka")[:-1],
+        "not json": "e30.bm90IGpzb24.",
+        "alg not none": base64.urlsafe_b64encode(b'{"alg":"RS256"}').decode().rstrip("=")
+        + unsecured_token(scope="kafka")[unsecured_token().index("."):],
+    }
+    for name, token in cases.items():
+        with pytest.raises(TokenValidationError) as err:
+            v.validate(token)
+        assert err.value.json() == INVALID_TOKEN, name
+    with pytest.raises(TokenValidationError) as err:
+        v.validate(unsecured_token(scope=["other"]))
+    assert err.value.json() == '{"status":"insufficient_scope", "scope":"kafka"}'
+    skewed = UnsecuredJwsValidator(allowable_clock_skew_ms=5000)
+    assert skewed.validate(unsecured_token(exp=now_ms / 1000 - 2, iat=now_ms / 1000 - 9)).principal_name == "alice"
+    custom = UnsecuredJwsValidator.from_jaas_options({"unsecuredValidatorPrincipalClaimName": "client_id"})
+    assert custom.validate(unsecured_token(client_id="svc")).principal_name == "svc"
+    with pytest.raises(ValueError):
+        UnsecuredJwsValidator.from_jaas_options({"unsecuredValidatorAllowableClockSkewMs": "-1"})
+
+
+def test_jwt_validator_rules(tmp_path, idp):
+    jwks_file = tmp_path / "jwks.json"
+    now = [0.0]
+    jwks_file.write_text(json.dumps({"keys": idp._public_jwks}))
+    cache = JwksCache(jwks_file.as_uri(), refresh_ms=3_600_000, missing_key_refresh_ms=10_000, clock_ms=lambda: now[0])
+    v = JwtValidator(cache, expected_audience=(AUDIENCE,), expected_issuer=idp.issuer, clock_skew_s=0)
+    assert v.validate(idp.token("etl-job")).principal_name == "etl-job"
+    assert v.validate(idp.token("etl-job", kid=False)).principal_name == "etl-job"  # the set's one key
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    refused = {
+        "other key": idp.token("etl-job", key=other_key),
+        "expired": idp.token("etl-job", lifetime_s=-5),
+        "other audience": idp.token("etl-job", audience="someone-else"),
+        "no audience": idp.token("etl-job", audience=None),
+        "other issuer": idp.token("etl-job", issuer="https://evil.example"),
+        "no iat": idp.token("etl-job", iat=None),
+        "unsigned": unsecured_token("etl-job", aud=AUDIENCE, iss=idp.issuer),
+        "hmac": __import__("jwt").encode({"sub": "x", "exp": time.time() + 60, "iat": time.time(), "aud": AUDIENCE},
+                                         "secret", algorithm="HS256"),
+        "not a jwt": "abc",
+    }
+    for name, token in refused.items():
+        with pytest.raises(TokenValidationError):
+            v.validate(token)
+        assert name
+    assert cache.fetches == 1  # every key id above was known, or the token was refused before
+    # The provider rotates its key. A token with an unknown key id fetches the set again, at
+    # most once per missing_key_refresh_ms (the first fetch was at 0 ms).
+    old_kid = idp.kid
+    idp.rotate()
+    fresh = idp.token("etl-job")
+    for at_ms, fetches in ((5_000, 1), (10_000, 2), (15_000, 2)):  # the file does not hold it yet
+        now[0] = at_ms
+        with pytest.raises(TokenValidationError):
+            v.validate(fresh)
+        assert cache.fetches == fetches, at_ms
+    jwks_file.write_text(json.dumps({"keys": idp._public_jwks}))
+    with pytest.raises(TokenValidationError):
+        v.validate(fresh)
+    assert cache.fetches == 2
+    now[0] = 20_000
+    assert v.validate(fresh).principal_name == "etl-job"
+    assert cache.fetches == 3 and old_kid != idp.kid
+    with pytest.raises(TokenValidationError):  # the old key left the set with the fetch
+        v.validate(idp.token("etl-job", kid=old_kid))
+
+
+def test_bad_oauthbearer_settings_stop_the_broker():
+    base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"}
+    validate_sasl_settings(BrokerConfig.from_sources(overrides=base))  # the unsecured default is valid
+    bad = [
+        {"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Custom"},
+        {"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": JWT_VALIDATOR_CLASS},
+        {"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": JWT_VALIDATOR_CLASS,
+         "sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"},
+        {"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+        {"oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                                         'required unsecuredValidatorAllowableClockSkewMs="soon";'},
+    ]
+    for extra in bad:
+        with pytest.raises(ValueError):
+            validate_sasl_settings(BrokerConfig.from_sources(overrides={**base, **extra}))
+
+
+# ------------------------------------------------------------------ the exchange on the wire
+def test_valid_token_session_lasts_until_the_token_expires(broker):
+    with _wire(broker) as w:
+        resp = _authenticate(w, unsecured_token("alice", lifetime_s=30, scope="kafka"))
+        assert resp.auth_bytes == b"" and 28_000 <= resp.session_lifetime_ms <= 30_000
+        assert _metadata_ok(w)
+        assert w.request(36, 2, {"auth_bytes": b"x"}).error_code == ErrorCode.ILLEGAL_SASL_STATE
+    with _wire(broker) as w:  # expires: the next request closes the connection; a new token renews
+        assert _authenticate(w, unsecured_token("alice", lifetime_s=1.5, scope="kafka")).session_lifetime_ms <= 1500
+        time.sleep(1.1)
+        assert _authenticate(w, unsecured_token("alice", lifetime_s=30, scope="kafka")).session_lifetime_ms > 28_000
+        time.sleep(0.6)
+        assert _metadata_ok(w)
+    with _wire(broker) as w:
+        _authenticate(w, unsecured_token("alice", lifetime_s=1.0, scope="kafka"))
+        time.sleep(1.2)
+        with pytest.raises(ConnectionError):
+            _metadata_ok(w)
+
+
+def test_invalid_token_gets_the_json_error_then_fails_on_the_clients_ack(broker):
+    with _wire(broker) as w:
+        resp = _authenticate(w, unsecured_token("alice", lifetime_s=-1, scope="kafka"))
+        assert resp.error_code == ErrorCode.NONE and resp.auth_bytes == INVALID_TOKEN.encode()
+        with pytest.raises(WireSaslError) as err:
+            w.sasl_authenticate(b"\x01")
+        assert (err.value.error_code, err.value.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED, INVALID_TOKEN)
+        assert w.is_closed_by_peer()
+    with _wire(broker) as w:  # a missing required scope says which
+        resp = _authenticate(w, unsecured_token("alice", scope="other"))
+        assert json.loads(resp.auth_bytes) == {"status": "insufficient_scope", "scope": REQUIRED_SCOPE}
+        # the client may try again with another token instead of acknowledging
+        assert w.sasl_authenticate(_message(unsecured_token("alice", scope="kafka"))).auth_bytes == b""
+        assert _metadata_ok(w)
+
+
+def test_malformed_messages_and_foreign_authorization_ids_fail(broker):
+    for message in (b"n,,\x01auth=Bearer\x01\x01", b"garbage", b"\x01"):
+        with _wire(broker) as w:
+            w.sasl_handshake("OAUTHBEARER")
+            with pytest.raises(WireSaslError) as err:
+                w.sasl_authenticate(message)
+            assert err.value.error_message == GENERIC_FAILURE
+            assert w.is_closed_by_peer()
+    with _wire(broker) as w:
+        with pytest.raises(WireSaslError) as err:
+            _authenticate(w, unsecured_token("alice", scope="kafka"), authzid="admin")
+        assert err.value.error_message == ("Authentication failed: Client requested an authorization id (admin) that "
+                                           "is different from the token's principal name (alice)")
+    with _wire(broker) as w:  # an equal authorization id and extensions are accepted
+        assert _authenticate(w, unsecured_token("alice", scope="kafka"), authzid="alice", traceId="t1").error_code == 0
+        assert _metadata_ok(w)
+
+
+def test_reauthentication_needs_the_same_principal(broker):
+    with _wire(broker) as w:
+        _authenticate(w, unsecured_token("alice", lifetime_s=30, scope="kafka"))
+        with pytest.raises(WireSaslError) as err:
+            _authenticate(w, unsecured_token("mallory", lifetime_s=30, scope="kafka"))
+        assert err.value.error_message == "Cannot change principals during re-authentication from User.alice: User.mallory"
+
+
+def test_signed_listener_refuses_what_is_not_the_providers(broker, idp):
+    refused = [unsecured_token("etl-job", aud=AUDIENCE, iss=idp.issuer),
+               idp.token("etl-job", key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+               idp.token("etl-job", audience="someone-else"), idp.token("etl-job", issuer="http://evil.example")]
+    for token in refused:
+        with _wire(broker, "SIGNED") as w:
+            assert _authenticate(w, token).auth_bytes == INVALID_TOKEN.encode()
+    with _wire(broker, "SIGNED") as w:
+        assert 58_000 <= _authenticate(w, idp.token("etl-job")).session_lifetime_ms <= 60_000
+        assert _metadata_ok(w)
+
+
+def test_signed_listener_follows_a_key_rotation(broker, idp):
+    with _wire(broker, "SIGNED") as w:
+        _authenticate(w, idp.token("etl-job"))
+    fetched = idp.jwks_requests
+    idp.rotate()
+    # A new key id fetches the provider's set again, if the last fetch is 10 s old
+    # (limits.OAUTHBEARER_JWKS_MISSING_KEY_REFRESH_MS); earlier tokens are refused meanwhile.
+    deadline = time.monotonic() + 15
+    while True:
+        with _wire(broker, "SIGNED") as w:
+            if _authenticate(w, idp.token("etl-job")).auth_bytes == b"":
+                assert _metadata_ok(w)
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert idp.jwks_requests == fetched + 1
+
+
+# ------------------------------------------------------------------ real clients
+def test_confluent_kafka_unsecured_tokens_and_acls(broker):
+    def conf(principal: str, scope: str = REQUIRED_SCOPE) -> dict:
+        return {"bootstrap.servers": broker.bootstrap("UNSECURED"), "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": f"principal={principal} scope={scope}"}
+
+    topic = unique_name("oauth-ck")
+    assert _produce_result(conf("alice"), topic) == [None]
+    assert _produce_result(conf("alice"), GUARDED) == [None]
+    denied = _produce_result(conf("mallory"), GUARDED)
+    assert len(denied) == 1 and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    errors = []
+    producer = Producer({**conf("alice", scope="other"), "error_cb": errors.append, "message.timeout.ms": 3000})
+    producer.produce(topic, b"never")
+    producer.flush(5)
+    assert any(e.code() == KafkaError._AUTHENTICATION and '"insufficient_scope"' in e.str() for e in errors), errors
+    consumer = Consumer({**conf("alice"), "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    deadline, got = time.monotonic() + TIMEOUT_S, None
+    while got is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        got = msg.value() if msg is not None and msg.error() is None else None
+    consumer.close()
+    assert got == b"v"
+
+
+def test_confluent_kafka_oidc_client_credentials(broker, idp):
+    def conf(client_id: str) -> dict:
+        return {"bootstrap.servers": broker.bootstrap("SIGNED"), "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": CLIENTS[client_id],
+                "sasl.oauthbearer.token.endpoint.url": idp.token_url, "sasl.oauthbearer.scope": "kafka"}
+
+    asked = idp.token_requests
+    topic = unique_name("oauth-oidc")
+    assert _produce_result(conf("etl-job"), topic) == [None]
+    assert _produce_result(conf("etl-job"), GUARDED) == [None]
+    denied = _produce_result(conf("intruder"), GUARDED)
+    assert len(denied) == 1 and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert idp.token_requests >= asked + 3  # each producer fetched its token from the provider
+
+
+def test_librdkafka_reauthenticates_with_fresh_tokens(broker, idp):
+    # librdkafka asks for a new token at 80 % of its lifetime and re-authenticates a connection
+    # at 90 % of its session; a shorter lifetime leaves too little time between the two on a
+    # loaded machine (a re-authentication with the old token gets a session too short to renew).
+    lifetime_s = 10.0
+    tokens = []
+
+    def oauth_cb(config):
+        token = idp.token("etl-job", lifetime_s=lifetime_s)
+        tokens.append(token)
+        return token, time.time() + lifetime_s
+
+    topic = unique_name("oauth-reauth")
+    log_start = broker.log_path.stat().st_size
+    conf = {"bootstrap.servers": broker.bootstrap("SIGNED"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+    sent, received, errors = produce_and_consume_for(conf, topic, 2.2 * lifetime_s, TIMEOUT_S)
+    assert received == sent and errors == []
+    log = broker.log_path.read_bytes()[log_start:].decode(errors="replace")
+    assert log.count("Successful re-authentication of User:etl-job with OAUTHBEARER") >= 2, log[-3000:]
+    assert "SASL session of" not in log  # no connection was closed for an expired session
+    assert len(tokens) >= 3
+
+
+class _TokenProvider(AbstractTokenProvider):
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def token(self):
+        return self.make()
+
+    def extensions(self):
+        return {"traceId": "kafka-python"}
+
+
+def test_kafka_python_token_provider(broker, idp):
+    topic = unique_name("oauth-kp")
+    for listener, make in (("UNSECURED", lambda: unsecured_token("alice", scope="kafka")),
+                           ("SIGNED", lambda: idp.token("etl-job"))):
+        kw = dict(bootstrap_servers=broker.bootstrap(listener), security_protocol="SASL_PLAINTEXT",
+                  sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=_TokenProvider(make))
+        producer = KafkaProducer(**kw)
+        producer.send(topic, listener.encode()).get(TIMEOUT_S)
+        producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000, **kw)
+    got = []
+    for m in consumer:
+        got.append(m.value)
+        if len(got) == 2:
+            break
+    consumer.close()
+    assert sorted(got) == [b"SIGNED", b"UNSECURED"]
+
+
+def test_aiokafka_token_provider(broker, idp):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
+    from aiokafka.errors import KafkaError as AioKafkaError
+
+    class Provider(AioTokenProvider):
+        def __init__(self, sub):
+            self.sub = sub
+
+        async def token(self):
+            return idp.token(self.sub)
+
+    async def run():
+        topic = unique_name("oauth-aio")
+        kw = dict(bootstrap_servers=broker.bootstrap("SIGNED"), security_protocol="SASL_PLAINTEXT",
+                  sasl_mechanism="OAUTHBEARER")
+        producer = AIOKafkaProducer(sasl_oauth_token_provider=Provider("etl-job"), **kw)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"aio")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest",
+                                    sasl_oauth_token_provider=Provider("etl-job"), **kw)
+        await consumer.start()
+        try:
+            msg = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+        finally:
+            await consumer.stop()
+        assert msg.value == b"aio"
+        intruder = AIOKafkaProducer(sasl_oauth_token_provider=Provider("intruder"), **kw)
+        await intruder.start()
+        try:
+            with pytest.raises(AioKafkaError):
+                await intruder.send_and_wait(GUARDED, b"no")
+        finally:
+            await intruder.stop()
+
+    asyncio.run(run())
+
+
+def test_cli_takes_a_java_clients_oauthbearer_settings(broker, idp, tmp_path):
+    """``--command-config`` files written for Kafka's Java tools: the OIDC client-credentials
+    login and the unsecured login are translated to librdkafka's settings."""
+    topic = unique_name("oauth-cli")
+    oidc = tmp_path / "oidc.properties"
+    oidc.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                    f"sasl.oauthbearer.token.endpoint.url={idp.token_url}\n"
+                    "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+                    "OAuthBearerLoginCallbackHandler\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                    f'clientId="etl-job" clientSecret="{CLIENTS["etl-job"]}" scope="kafka";\n')
+    unsecured = tmp_path / "unsecured.properties"
+    unsecured.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                         "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                         'required unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",kafka,x";\n')
+    env = {k: v for k, v in os.environ.items() if k != "LITEMQ_CLIENT_CONFIG"}
+    for conf, listener, value in ((oidc, "SIGNED", "from-oidc"), (unsecured, "UNSECURED", "from-unsecured")):
+        res = subprocess.run([sys.executable, "-m", "litemq.cli", "produce", topic, "--command-config", str(conf),
+                              "-b", broker.bootstrap(listener)], input=value + "\n", capture_output=True, text=True,
+                             env=env, timeout=60, check=False)
+        assert res.returncode == 0, res.stderr
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap("PLAINTEXT"), "group.id": topic,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got, deadline = [], time.monotonic() + TIMEOUT_S
+    while len(got) < 2 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert sorted(got) == [b"from-oidc", b"from-unsecured"]
