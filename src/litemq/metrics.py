@@ -192,10 +192,18 @@ class BrokerMetrics:
         self.http_requests: dict[tuple[str, str, int], int] = {}
         self.connections_refused: dict[str, int] = {}
         """Client connections closed at once for a connection limit, by its config name."""
+        self.authentications: dict[tuple[str, str], int] = {}
+        """SASL (re-)authentications by (listener, outcome): outcome is one of
+        :data:`AUTHENTICATION_OUTCOMES`."""
         self._names: dict[int, str] = {}
         self._sampler: asyncio.Task | None = None
 
     # ------------------------------------------------------------ hot paths
+    def on_authentication(self, listener: str, outcome: str) -> None:
+        """Count one SASL outcome (a key of :data:`AUTHENTICATION_OUTCOMES`) on ``listener``."""
+        key = (listener, outcome)
+        self.authentications[key] = self.authentications.get(key, 0) + 1
+
     def on_response(self, api_key: int, api_version: int, started: float) -> None:
         """A response to (``api_key``, ``api_version``) is ready; ``started`` is the
         ``time.perf_counter()`` when the request was decoded."""
@@ -319,6 +327,18 @@ def _summary(name: str, labels: dict[str, str], stats: LatencyStats, scale: floa
     return out
 
 
+AUTHENTICATION_OUTCOMES = {
+    "successful_authentication": "SASL authentications that succeeded, per listener.",
+    "failed_authentication": "SASL authentications that failed (the connection was closed), per listener.",
+    "successful_reauthentication": "SASL re-authentications (KIP-368) that succeeded, per listener.",
+    "failed_reauthentication": "SASL re-authentications (KIP-368) that failed, per listener.",
+    "expired_connections_killed": "Connections closed because their SASL session expired without "
+                                  "re-authentication (KIP-368; an OAUTHBEARER token's expiry), per listener.",
+}
+"""Kafka's ``socket-server-metrics`` authentication counters (``successful-authentication-total``,
+..., ``expired-connections-killed-count``) as Prometheus counter names (``_total`` added)."""
+
+
 class _BrokerCollector:
     """Builds every LiteMQ series from the broker's state at scrape time."""
 
@@ -348,6 +368,12 @@ class _BrokerCollector:
         for name, n in sorted(per_listener.items()):
             conns.add_metric([name], n)
         yield conns
+        for outcome, doc in AUTHENTICATION_OUTCOMES.items():
+            family = CounterMetricFamily(f"kafka_server_socket_server_metrics_{outcome}", doc, labels=["listener"])
+            for (listener, what), n in sorted(m.authentications.items()):
+                if what == outcome:
+                    family.add_metric([listener], n)
+            yield family
         refused = CounterMetricFamily("litemq_connections_refused", "Client connections closed at once for a "
                                       "connection limit (max.connections, max.connections.per.ip).",
                                       labels=["limit"])

@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -84,7 +85,7 @@ def broker(tmp_path_factory, idp):
         "allow.everyone.if.no.acl.found": "true",
     }
     with BrokerProcess(tmp_path_factory.mktemp("oauth") / "data", overrides=overrides,
-                       listeners={"PLAINTEXT": 0, "UNSECURED": 0, "SIGNED": 0},
+                       listeners={"PLAINTEXT": 0, "UNSECURED": 0, "SIGNED": 0}, http_port=0,
                        extra_args=["--log-level", "DEBUG"]) as proc:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap("PLAINTEXT")})
         denials = [AclBinding(ResourceType.TOPIC, GUARDED, ResourcePatternType.LITERAL, f"User:{who}", "*",
@@ -107,6 +108,21 @@ def _metadata_ok(w: WireClient) -> bool:
 def _authenticate(w: WireClient, token: str, version: int = 2, **kw):
     w.sasl_handshake("OAUTHBEARER")
     return w.sasl_authenticate(_message(token, **kw), version)
+
+
+def _authentication_counts(broker) -> dict[tuple[str, str], float]:
+    """Kafka's socket-server authentication counters of the broker's /metrics:
+    {(outcome, listener): count}."""
+    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    prefix = "kafka_server_socket_server_metrics_"
+    for line in text.splitlines():
+        if line.startswith(prefix) and "_total{" in line:
+            name, _, rest = line[len(prefix):].partition("_total{")
+            listener = rest.split('listener="', 1)[1].split('"', 1)[0]
+            out[(name, listener)] = float(rest.rsplit(" ", 1)[1])
+    return out
 
 
 def _produce_result(conf: dict, topic: str) -> list:
@@ -266,14 +282,20 @@ def test_valid_token_session_lasts_until_the_token_expires(broker):
         assert _authenticate(w, unsecured_token("alice", lifetime_s=30, scope="kafka")).session_lifetime_ms > 28_000
         time.sleep(0.6)
         assert _metadata_ok(w)
+    before = _authentication_counts(broker)
     with _wire(broker) as w:
         _authenticate(w, unsecured_token("alice", lifetime_s=1.0, scope="kafka"))
         time.sleep(1.2)
         with pytest.raises(ConnectionError):
             _metadata_ok(w)
+    after = _authentication_counts(broker)
+    key = ("expired_connections_killed", "UNSECURED")
+    assert after.get(key, 0) == before.get(key, 0) + 1
+    assert after[("successful_authentication", "UNSECURED")] == before[("successful_authentication", "UNSECURED")] + 1
 
 
 def test_invalid_token_gets_the_json_error_then_fails_on_the_clients_ack(broker):
+    failed = _authentication_counts(broker).get(("failed_authentication", "UNSECURED"), 0)
     with _wire(broker) as w:
         resp = _authenticate(w, unsecured_token("alice", lifetime_s=-1, scope="kafka"))
         assert resp.error_code == ErrorCode.NONE and resp.auth_bytes == INVALID_TOKEN.encode()
@@ -281,6 +303,7 @@ def test_invalid_token_gets_the_json_error_then_fails_on_the_clients_ack(broker)
             w.sasl_authenticate(b"\x01")
         assert (err.value.error_code, err.value.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED, INVALID_TOKEN)
         assert w.is_closed_by_peer()
+    assert _authentication_counts(broker)[("failed_authentication", "UNSECURED")] == failed + 1
     with _wire(broker) as w:  # a missing required scope says which
         resp = _authenticate(w, unsecured_token("alice", scope="other"))
         assert json.loads(resp.auth_bytes) == {"status": "insufficient_scope", "scope": REQUIRED_SCOPE}
@@ -407,7 +430,9 @@ def test_librdkafka_reauthenticates_with_fresh_tokens(broker, idp):
     sent, received, errors = produce_and_consume_for(conf, topic, 2.2 * lifetime_s, TIMEOUT_S)
     assert received == sent and errors == []
     log = broker.log_path.read_bytes()[log_start:].decode(errors="replace")
-    assert log.count("Successful re-authentication of User:etl-job with OAUTHBEARER") >= 2, log[-3000:]
+    reauths = log.count("Successful re-authentication of User:etl-job with OAUTHBEARER")
+    assert reauths >= 2, log[-3000:]
+    assert _authentication_counts(broker)[("successful_reauthentication", "SIGNED")] >= reauths
     assert "SASL session of" not in log  # no connection was closed for an expired session
     assert len(tokens) >= 3
 

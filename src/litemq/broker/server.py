@@ -297,6 +297,8 @@ class Connection(asyncio.Protocol):
         if self.sasl_session is not None:
             refusal = self.sasl_session.refusal(api_key, time.monotonic() * 1000.0)
             if refusal is not None:  # Kafka: IllegalSaslState / expired session (KIP-368)
+                if self.sasl_session.authenticated:
+                    runtime.metrics.on_authentication(self.listener_name, "expired_connections_killed")
                 self.abort(refusal)
                 return
         if api_key == 18 and not runtime.supports(api_key, version):

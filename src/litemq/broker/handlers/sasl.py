@@ -259,6 +259,13 @@ def new_session(conn: SaslConnection) -> SaslSession | None:
 
 
 # ------------------------------------------------------------------ handlers
+def _count(ctx, outcome: str) -> None:
+    """Count an authentication outcome in the broker's metrics (``AUTHENTICATION_OUTCOMES``)."""
+    metrics = getattr(ctx.runtime, "metrics", None)
+    if metrics is not None:
+        metrics.on_authentication(getattr(ctx.connection, "listener_name", "") or "", outcome)
+
+
 async def _fail(ctx, body: dict) -> dict:
     """Answer ``body`` after the failed-authentication delay, then close the connection (the
     caller has called ``hold_requests``: nothing after the failing request is read)."""
@@ -277,6 +284,7 @@ def handle_sasl_handshake(ctx, req):
         return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled_mechanisms}
     log.info("Failed %s with %s (Unsupported SASL mechanism %r)", session.authentication_text,
              ctx.connection.peer, req.mechanism[:64])
+    _count(ctx, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
     ctx.connection.hold_requests()
     return _fail(ctx, {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled_mechanisms})
 
@@ -298,11 +306,13 @@ async def _authenticate(ctx, session: SaslSession, token: bytes) -> dict:
         out = await runtime.loop.run_in_executor(runtime.executor, session.evaluate, token)
     except (SaslAuthenticationException, SaslCredentialsError) as exc:
         log.info("Failed %s with %s (%s)", session.authentication_text, conn.peer, exc)
+        _count(ctx, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
         return await _fail(ctx, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
                                  "error_message": session.failure_message(exc), "auth_bytes": b""})
     body = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out}
     if session.exchange_complete:
         what = session.authentication_text
+        _count(ctx, "successful_reauthentication" if session.reauthenticating else "successful_authentication")
         lifetime_ms = session.finish(now_ms(), time.time() * 1000.0)
         conn.principal = session.principal
         if ctx.version >= 1:
