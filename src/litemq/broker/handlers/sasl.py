@@ -173,6 +173,19 @@ def oauthbearer_validator(config, listener: str | None) -> Validator:
     return _validator(handler_class, jaas, settings)
 
 
+def oauthbearer_validators(config) -> list[Validator]:
+    """The distinct OAUTHBEARER validators of the SASL listeners that offer OAUTHBEARER, in
+    listener order (HTTP ``Authorization: Bearer`` accepts a token one of them accepts). Raises
+    ValueError as :func:`oauthbearer_validator`."""
+    out: list[Validator] = []
+    for listener in sasl_listeners(config):
+        if OAUTHBEARER in enabled_mechanisms(config, listener):
+            validator = oauthbearer_validator(config, listener)
+            if validator not in out:
+                out.append(validator)
+    return out
+
+
 def max_reauth_ms(config, listener: str | None, mechanism: str) -> int:
     """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the first set among
     ``listener.name.<l>.<mechanism lower case>.connections.max.reauth.ms``,

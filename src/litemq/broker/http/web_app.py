@@ -2,7 +2,7 @@
 
 Imported only by a broker whose ``http.listen`` is on, so a broker without an HTTP port does not
 load aiohttp. ``build_app`` wires ``/metrics``, the console, the REST API and the schema registry
-behind one middleware that authenticates (``Authorization: Basic``, :func:`authenticate`), turns
+behind one middleware that authenticates (``Authorization: Basic`` or ``Bearer``, :func:`authenticate`), turns
 errors under ``/v3``, ``/console/api`` and the registry's paths into JSON and counts every answer
 in the HTTP metrics.
 """
@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from litemq import limits
-from litemq.broker.handlers.sasl import plain_user_sets
+from litemq.broker.handlers.sasl import oauthbearer_validators, plain_user_sets
 from litemq.broker.http import views
 from litemq.broker.http.console import Console
 from litemq.broker.http.rest import RUNTIME_KEY, RestApi, RestError
 from litemq.broker.http.schema_registry_api import PATH_PREFIXES as REGISTRY_PATHS
 from litemq.broker.http.schema_registry_api import SchemaRegistryApi
 from litemq.metrics import CONTENT_TYPE
+from litemq.security.oauthbearer import TokenValidationError
 from litemq.security.principal import KafkaPrincipal
 from litemq.security.sasl import (
     PlainAuthenticator,
@@ -40,15 +41,22 @@ log = logging.getLogger(__name__)
 
 
 async def authenticate(runtime: "HttpRuntime", header: str | None) -> KafkaPrincipal | None:
-    """The principal an ``Authorization`` header proves: None without a Basic header.
+    """The principal an ``Authorization`` header proves: None without a Basic or Bearer header.
+
+    ``Bearer`` (RFC 6750): an OAuth token, accepted when one of the OAUTHBEARER validators of the
+    SASL listeners accepts it (:func:`oauthbearer_validators`); the principal is the token's, as
+    on the Kafka port. It is checked on every request, so an expired token stops working at once.
 
     The user and password are checked as a SASL/PLAIN exchange (RFC 4616) is, once per distinct
     PLAIN JAAS user map of the listeners (:func:`plain_user_sets`): against its users, then SCRAM
     credentials (PBKDF2 in the broker's thread pool); one listener accepting is enough.
 
     Raises:
-        RestError(401): a malformed Basic header, or a wrong user name or password.
+        RestError(401): a malformed Basic header, a wrong user name or password, a Bearer token
+            no validator accepts or a broker with no OAUTHBEARER listener.
     """
+    if header and header[:7].lower() == "bearer ":
+        return await _authenticate_bearer(runtime, header[7:].strip())
     if not header or header[:6].lower() != "basic ":
         return None
     try:
@@ -76,6 +84,28 @@ async def authenticate(runtime: "HttpRuntime", header: str | None) -> KafkaPrinc
     if not await asyncio.get_running_loop().run_in_executor(runtime.executor, check):
         raise RestError(401, "Authentication failed: Invalid username or password")
     return KafkaPrincipal("User", user)
+
+
+async def _authenticate_bearer(runtime: "HttpRuntime", token: str) -> KafkaPrincipal:
+    try:
+        validators = oauthbearer_validators(runtime.config)
+    except ValueError:
+        validators = []
+    if not validators:
+        raise RestError(401, "Authorization: Bearer needs a listener offering SASL/OAUTHBEARER; this broker has none")
+
+    def check() -> str | None:
+        for validator in validators:
+            try:
+                return validator.validate(token).principal_name
+            except TokenValidationError as exc:
+                log.info("HTTP bearer token rejected (%s): %s", exc.status, exc)
+        return None
+
+    name = await asyncio.get_running_loop().run_in_executor(runtime.executor, check)
+    if name is None:
+        raise RestError(401, "Authentication failed: invalid bearer token")
+    return KafkaPrincipal("User", name)
 
 
 def build_app(runtime: "HttpRuntime", anonymous_allowed: bool) -> web.Application:
@@ -113,12 +143,15 @@ class _Handlers:
                 request["principal"] = principal
             elif json_errors and not self.anonymous_allowed:
                 raise RestError(401, "this broker's Kafka listeners require authentication: send "
-                                     "Authorization: Basic (a SASL/PLAIN or SCRAM user)")
+                                     "Authorization: Basic (a SASL/PLAIN or SCRAM user) or Bearer (an "
+                                     "OAuth token, with a SASL/OAUTHBEARER listener)")
             response = await handler(request)
         except RestError as exc:
             response = exc.response()
             if exc.status == 401:
                 response.headers["WWW-Authenticate"] = 'Basic realm="LiteMQ", charset="UTF-8"'
+                if (request.headers.get("Authorization") or "")[:7].lower() == "bearer ":
+                    response.headers.add("WWW-Authenticate", 'Bearer realm="LiteMQ", error="invalid_token"')
         except web.HTTPException as exc:
             if not json_errors or exc.status < 400:
                 self.runtime.metrics.on_http(request.method, template, exc.status)
