@@ -4,15 +4,10 @@ As Kafka's tools (``kafka-topics.sh --command-config client.properties``), a Jav
 properties file of client settings is applied to the confluent-kafka (librdkafka) clients a
 command builds. Names are librdkafka's: ``security.protocol``, ``sasl.mechanism``,
 ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ``ssl.certificate.location``,
-``ssl.key.location``, ... A Java client's ``sasl.jaas.config`` is translated:
-``username="..." password="..."`` to ``sasl.username``/``sasl.password``; Kafka's
-``OAuthBearerLoginModule`` with ``clientId``/``clientSecret``/``scope`` (OIDC client
-credentials, KIP-768) to librdkafka's ``sasl.oauthbearer.method=oidc`` and
-``sasl.oauthbearer.client.id``/``.client.secret``/``.scope``, and with
-``unsecuredLoginStringClaim_sub`` (unsecured tokens, KIP-255) to
-``enable.sasl.oauthbearer.unsecure.jwt`` and ``sasl.oauthbearer.config``; the Java-only
-``sasl.login.callback.handler.class`` is dropped. The file can also be given by the environment
-variable ``LITEMQ_CLIENT_CONFIG``.
+``ssl.key.location``, ... A Java client's ``sasl.jaas.config`` (PLAIN and SCRAM users, OAuth
+logins) is translated to librdkafka's settings
+(:func:`~litemq.security.client_settings.librdkafka_security_settings`). The file can also be
+given by the environment variable ``LITEMQ_CLIENT_CONFIG``.
 
 Precedence: the file's settings, then the settings a command needs (``bootstrap.servers`` from
 ``-b``, a consumer's ``group.id``, ...).
@@ -21,17 +16,16 @@ Precedence: the file's settings, then the settings a command needs (``bootstrap.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import click
 
 from litemq.cli.common import CliError
 from litemq.config import read_properties
+from litemq.security.client_settings import librdkafka_security_settings
 
 COMMAND_CONFIG_ENV = "LITEMQ_CLIENT_CONFIG"
 _META_KEY = "litemq.command_config"
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def _remember(ctx: click.Context, _param, value):
@@ -59,34 +53,7 @@ def load_client_properties(path: str | Path) -> dict[str, str]:
         props = read_properties(Path(path))
     except (OSError, ValueError) as exc:
         raise CliError(f"--command-config {path}: {exc}") from None
-    jaas = props.pop("sasl.jaas.config", None)
-    props.pop("sasl.login.callback.handler.class", None)
-    if jaas is not None:
-        options = dict(_JAAS_OPTION.findall(jaas))
-        for key in ("username", "password"):
-            if key in options:
-                props.setdefault(f"sasl.{key}", options[key])
-        if "OAuthBearerLoginModule" in jaas:
-            _oauthbearer_options(options, props)
-    return props
-
-
-def _oauthbearer_options(options: dict[str, str], props: dict[str, str]) -> None:
-    """Kafka's ``OAuthBearerLoginModule`` JAAS options -> librdkafka settings (see module docstring)."""
-    if "clientId" in options:
-        props.setdefault("sasl.oauthbearer.method", "oidc")
-        for java, rdkafka in (("clientId", "client.id"), ("clientSecret", "client.secret"), ("scope", "scope")):
-            if java in options:
-                props.setdefault(f"sasl.oauthbearer.{rdkafka}", options[java])
-    elif "unsecuredLoginStringClaim_sub" in options:
-        parts = [f"principal={options['unsecuredLoginStringClaim_sub']}"]
-        scope = options.get("unsecuredLoginListClaim_scope", "")
-        if len(scope) > 1:  # Kafka: the first character is the list's separator
-            parts.append("scope=" + ",".join(v for v in scope[1:].split(scope[0]) if v))
-        if "unsecuredLoginLifetimeSeconds" in options:
-            parts.append(f"lifeSeconds={options['unsecuredLoginLifetimeSeconds']}")
-        props.setdefault("enable.sasl.oauthbearer.unsecure.jwt", "true")
-        props.setdefault("sasl.oauthbearer.config", " ".join(parts))
+    return librdkafka_security_settings(props)
 
 
 def client_config(bootstrap: str, settings: dict | None = None) -> dict:

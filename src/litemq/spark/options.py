@@ -9,7 +9,7 @@ Kafka client settings are passed as ``kafka.<name>`` (``bootstrap.servers`` is a
 without the prefix); they go to the librdkafka client (confluent-kafka) mostly unchanged: the
 options Spark itself refuses are refused here with the same reasons, and Java-only consumer
 settings that librdkafka does not know are dropped with a warning (see
-:data:`JAVA_ONLY_CLIENT_SETTINGS`).
+:data:`JAVA_ONLY_CLIENT_SETTINGS`); a Java SASL login (``kafka.sasl.jaas.config``) is translated.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
+
+from litemq.security.client_settings import librdkafka_security_settings
 
 log = logging.getLogger("litemq.spark")
 
@@ -56,11 +58,13 @@ UNSUPPORTED_SINK_KAFKA = {
 }
 JAVA_ONLY_CLIENT_SETTINGS = {
     "max.poll.records", "max.poll.interval.ms", "default.api.timeout.ms", "fetch.max.wait.ms",
-    "request.timeout.ms", "ssl.truststore.type", "ssl.keystore.type", "sasl.jaas.config",
+    "request.timeout.ms", "ssl.truststore.type", "ssl.keystore.type",
     "partition.assignment.strategy", "exclude.internal.topics", "allow.auto.create.topics",
     "buffer.memory", "max.block.ms", "partitioner.class",
 }
-"""Java client settings with no librdkafka equivalent: dropped (warning), not passed on."""
+"""Java client settings with no librdkafka equivalent: dropped (warning), not passed on. The
+Java SASL login (``kafka.sasl.jaas.config``) is translated instead
+(:func:`~litemq.security.client_settings.librdkafka_security_settings`)."""
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.I)
 
@@ -122,6 +126,7 @@ def client_config(opts: dict, *, sink: bool = False) -> dict:
             log.warning("litemq: Kafka option 'kafka.%s' has no librdkafka equivalent; ignored", name)
             continue
         cfg[name] = str(v)
+    cfg = librdkafka_security_settings(cfg)
     if "bootstrap.servers" not in cfg and opts.get("bootstrap.servers"):
         cfg["bootstrap.servers"] = str(opts["bootstrap.servers"])
     if not cfg.get("bootstrap.servers"):
