@@ -206,6 +206,9 @@ OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS = 10_000
 this long; the keys already known stay in use."""
 OAUTHBEARER_JWKS_MAX_BYTES = 1024 * 1024
 """Largest JWKS document read (a provider's key set is a few kB)."""
+OAUTHBEARER_JWKS_WAIT_MS = 2_000
+"""A token whose key is not known yet waits this long at most for the fetch of the key set
+(which runs on its own thread), so a slow provider cannot hold the broker's I/O threads."""
 OAUTHBEARER_JWKS_MISSING_KEY_REFRESH_MS = 10_000
 """A token naming a key id the JWKS does not hold fetches the set again at most this often, so
 clients sending made-up key ids cannot make the broker hammer the provider (Kafka's refreshing

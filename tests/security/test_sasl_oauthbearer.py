@@ -254,6 +254,44 @@ def test_jwt_validator_rules(tmp_path, idp):
         v.validate(idp.token("etl-job", kid=old_kid))
 
 
+def test_a_hanging_provider_holds_a_thread_at_most_the_wait_bound():
+    """A provider that accepts the connection and never answers: a token waits at most
+    limits.OAUTHBEARER_JWKS_WAIT_MS for the key set and is refused; callers meanwhile start no
+    second fetch (one in flight, on its own thread)."""
+    import socket
+    import threading
+
+    from litemq import limits
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    try:
+        cache = JwksCache(f"http://127.0.0.1:{server.getsockname()[1]}/jwks", refresh_ms=3_600_000)
+        v = JwtValidator(cache)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        signed = __import__("jwt").encode({"sub": "x", "iat": int(time.time()), "exp": time.time() + 60}, key,
+                                          algorithm="RS256", headers={"kid": "k1"})
+        timings = []
+
+        def attempt():
+            started = time.monotonic()
+            with pytest.raises(TokenValidationError):
+                v.validate(signed)
+            timings.append(time.monotonic() - started)
+
+        threads = [threading.Thread(target=attempt) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        bound_s = limits.OAUTHBEARER_JWKS_WAIT_MS / 1000
+        assert len(timings) == 3 and all(bound_s * 0.9 <= t < bound_s + 1.0 for t in timings), timings
+        assert cache.fetches == 1
+    finally:
+        server.close()
+
+
 def test_bad_oauthbearer_settings_stop_the_broker():
     base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"}
     validate_sasl_settings(BrokerConfig.from_sources(overrides=base))  # the unsecured default is valid

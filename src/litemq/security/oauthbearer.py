@@ -288,21 +288,24 @@ class JwksCache:
     Args:
         url: ``https://``, ``http://`` or ``file:`` URL of the JWKS document (RFC 7517).
         refresh_ms: ``sasl.oauthbearer.jwks.endpoint.refresh.ms``: keys older than this are
-            fetched again before use.
-        retry_backoff_ms: ``sasl.oauthbearer.jwks.endpoint.retry.backoff.ms``: after a failed
-            or stale fetch, the next one waits at least this long.
+            fetched again (in the background; the known keys stay in use meanwhile).
+        retry_backoff_ms: ``sasl.oauthbearer.jwks.endpoint.retry.backoff.ms``: fetch attempts
+            start at least this far apart.
         missing_key_refresh_ms: a token whose ``kid`` is not in the set fetches the set again at
             most this often (``limits.OAUTHBEARER_JWKS_MISSING_KEY_REFRESH_MS``), so tokens with
             made-up key ids cannot make the broker hammer the provider.
         clock_ms: monotonic milliseconds.
 
-    Thread-safe: token evaluation runs on the broker's thread pool. A fetch blocks its thread up
-    to ``limits.OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS`` and reads at most
-    ``limits.OAUTHBEARER_JWKS_MAX_BYTES``; a failed fetch keeps the keys already known.
+    Thread-safe: token evaluation runs on the broker's small I/O thread pool, so a slow provider
+    must not hold its threads. One fetch at a time runs on its own daemon thread (timeout
+    ``limits.OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS``, at most ``limits.OAUTHBEARER_JWKS_MAX_BYTES``
+    read); a caller without a key for its token waits for it at most
+    ``limits.OAUTHBEARER_JWKS_WAIT_MS``. A failed fetch keeps the keys already known.
     """
 
     def __init__(self, url: str, refresh_ms: int, retry_backoff_ms: int = 100,
-                 missing_key_refresh_ms: int | None = None, clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000.0) -> None:
+                 missing_key_refresh_ms: int | None = None,
+                 clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000.0) -> None:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("https", "http", "file"):
             raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url must be an https, http or file URL: {url!r}")
@@ -316,33 +319,41 @@ class JwksCache:
         self._keys: dict[str | None, jwt.PyJWK] = {}
         self._fetched_ms: float | None = None
         self._attempt_ms: float | None = None
+        self._done = threading.Event()
+        self._done.set()  # no fetch in flight
         self.fetches = 0
 
-    def _fetch(self) -> None:
-        self._attempt_ms = self.clock_ms()
-        self.fetches += 1
+    def _download(self) -> dict[str | None, jwt.PyJWK] | None:
+        """The signing keys of the set by ``kid``, or None (logged) when the fetch failed."""
         try:
             with urllib.request.urlopen(self.url, timeout=limits.OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS / 1000) as resp:
                 raw = resp.read(limits.OAUTHBEARER_JWKS_MAX_BYTES + 1)
             if len(raw) > limits.OAUTHBEARER_JWKS_MAX_BYTES:
                 raise ValueError(f"JWKS larger than {limits.OAUTHBEARER_JWKS_MAX_BYTES} bytes")
             document = json.loads(raw)
-            keys: dict[str | None, jwt.PyJWK] = {}
-            for entry in document.get("keys", []) if isinstance(document, dict) else []:
-                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
-                    continue
-                try:
-                    key = jwt.PyJWK(entry)
-                except jwt.PyJWTError as exc:  # an unusable key does not spoil the others
-                    log.debug("JWKS %s: key %r skipped (%s)", self.url, entry.get("kid"), exc)
-                    continue
-                keys[entry.get("kid")] = key
         except (OSError, ValueError) as exc:
             log.warning("Could not fetch the JWKS from %s (%s); keeping the %d keys known", self.url, exc,
                         len(self._keys))
-            return
-        self._keys = keys
-        self._fetched_ms = self._attempt_ms
+            return None
+        keys: dict[str | None, jwt.PyJWK] = {}
+        for entry in document.get("keys", []) if isinstance(document, dict) else []:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue
+            try:
+                keys[entry.get("kid")] = jwt.PyJWK(entry)
+            except jwt.PyJWTError as exc:  # an unusable key does not spoil the others
+                log.debug("JWKS %s: key %r skipped (%s)", self.url, entry.get("kid"), exc)
+        return keys
+
+    def _fetch(self, attempt_ms: float, done: threading.Event) -> None:
+        try:
+            keys = self._download()
+            if keys is not None:
+                with self._lock:
+                    self._keys = keys
+                    self._fetched_ms = attempt_ms
+        finally:
+            done.set()
 
     def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK:
         """The verification key for a token header's ``kid`` and ``alg``. Without a ``kid``, the
@@ -353,12 +364,20 @@ class JwksCache:
         """
         with self._lock:
             now = self.clock_ms()
-            if self._fetched_ms is None or now - self._fetched_ms >= self.refresh_ms:
-                if self._attempt_ms is None or now - self._attempt_ms >= self.retry_backoff_ms:
-                    self._fetch()
             key = self._select(kid, algorithm)
-            if key is None and (self._attempt_ms is None or now - self._attempt_ms >= self.missing_key_refresh_ms):
-                self._fetch()
+            since_attempt = None if self._attempt_ms is None else now - self._attempt_ms
+            stale = self._fetched_ms is None or now - self._fetched_ms >= self.refresh_ms
+            wanted = ((stale and (since_attempt is None or since_attempt >= self.retry_backoff_ms))
+                      or (key is None and (since_attempt is None or since_attempt >= self.missing_key_refresh_ms)))
+            if wanted and self._done.is_set():
+                self._attempt_ms = now
+                self.fetches += 1
+                self._done = threading.Event()
+                threading.Thread(target=self._fetch, args=(now, self._done), name="litemq-jwks", daemon=True).start()
+            done = self._done
+        if key is None and not done.is_set():
+            done.wait(limits.OAUTHBEARER_JWKS_WAIT_MS / 1000)
+            with self._lock:
                 key = self._select(kid, algorithm)
         if key is None:
             raise TokenValidationError(f"No key in the JWKS at {self.url} for kid {kid!r} and alg {algorithm}")
