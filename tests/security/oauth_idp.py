@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import time
 import urllib.parse
@@ -40,9 +41,11 @@ def unsecured_token(sub: str = "alice", lifetime_s: float = 60.0, **claims) -> s
 
 
 class OAuthProvider:
-    """The provider, serving on 127.0.0.1 from a thread. ``clients``: client id -> secret."""
+    """The provider, serving on 127.0.0.1 from a thread (https with a server ``tls`` context).
+    ``clients``: client id -> secret."""
 
-    def __init__(self, clients: dict[str, str], lifetime_s: float = 60.0, algorithm: str = "RS256") -> None:
+    def __init__(self, clients: dict[str, str], lifetime_s: float = 60.0, algorithm: str = "RS256",
+                 tls: "ssl.SSLContext | None" = None) -> None:
         self.clients = dict(clients)
         self.lifetime_s = lifetime_s
         self.algorithm = algorithm
@@ -91,7 +94,10 @@ class OAuthProvider:
                                  "token_type": "Bearer", "expires_in": int(provider.lifetime_s)})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        if tls is not None:  # https: a server context with its certificate (``tls``)
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         self.issuer = self.url
         self._thread = threading.Thread(target=self._server.serve_forever, name="oauth-idp", daemon=True)
         self._thread.start()

@@ -292,6 +292,33 @@ def test_a_hanging_provider_holds_a_thread_at_most_the_wait_bound():
         server.close()
 
 
+def test_https_provider_is_verified_against_the_configured_ca(pki):
+    """An https JWKS endpoint: verified with the JAAS option ``ssl.truststore.location`` (PEM);
+    with the system's CAs, the test CA's certificate is refused and so is every token."""
+    import ssl
+
+    from litemq.broker.handlers.sasl import oauthbearer_validator
+
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(str(pki.server_pem))
+    provider = OAuthProvider(CLIENTS, tls=server_tls)
+    try:
+        base = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": JWT_VALIDATOR_CLASS,
+                "sasl.oauthbearer.jwks.endpoint.url": provider.jwks_url}
+        trusting = oauthbearer_validator(BrokerConfig.from_sources(overrides={
+            **base, "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                f'ssl.truststore.location="{pki.ca_pem}";'}), "SASL_SSL")
+        assert trusting.validate(provider.token("etl-job")).principal_name == "etl-job"
+        untrusting = oauthbearer_validator(BrokerConfig.from_sources(overrides=base), "SASL_SSL")
+        with pytest.raises(TokenValidationError):
+            untrusting.validate(provider.token("etl-job"))
+        assert provider.jwks_requests == 1  # the refused handshake never reached the provider
+    finally:
+        provider.close()
+
+
 def test_bad_oauthbearer_settings_stop_the_broker():
     base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER"}
     validate_sasl_settings(BrokerConfig.from_sources(overrides=base))  # the unsecured default is valid
@@ -304,6 +331,10 @@ def test_bad_oauthbearer_settings_stop_the_broker():
             'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
         {"oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
                                          'required unsecuredValidatorAllowableClockSkewMs="soon";'},
+        {"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": JWT_VALIDATOR_CLASS,
+         "sasl.oauthbearer.jwks.endpoint.url": "https://idp.example/jwks",
+         "oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                                         'required ssl.truststore.location="/nonexistent/ca.pem";'},
     ]
     for extra in bad:
         with pytest.raises(ValueError):

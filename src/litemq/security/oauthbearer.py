@@ -38,6 +38,7 @@ import binascii
 import json
 import logging
 import re
+import ssl
 import threading
 import time
 import urllib.parse
@@ -295,6 +296,10 @@ class JwksCache:
             most this often (``limits.OAUTHBEARER_JWKS_MISSING_KEY_REFRESH_MS``), so tokens with
             made-up key ids cannot make the broker hammer the provider.
         clock_ms: monotonic milliseconds.
+        ssl_cafile: PEM CA bundle that verifies an https provider (Kafka: the ``ssl.truststore.
+            location`` option of the OAUTHBEARER JAAS config); None: the system's CAs.
+
+    Raises ValueError for a URL that is not https, http or file, or an unreadable CA bundle.
 
     Thread-safe: token evaluation runs on the broker's small I/O thread pool, so a slow provider
     must not hold its threads. One fetch at a time runs on its own daemon thread (timeout
@@ -305,10 +310,17 @@ class JwksCache:
 
     def __init__(self, url: str, refresh_ms: int, retry_backoff_ms: int = 100,
                  missing_key_refresh_ms: int | None = None,
-                 clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000.0) -> None:
+                 clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000.0,
+                 ssl_cafile: str | None = None) -> None:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
         if scheme not in ("https", "http", "file"):
             raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url must be an https, http or file URL: {url!r}")
+        self._ssl_context = None
+        if scheme == "https":
+            try:
+                self._ssl_context = ssl.create_default_context(cafile=ssl_cafile or None)
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(f"OAUTHBEARER ssl.truststore.location {ssl_cafile!r}: {exc}") from None
         self.url = url
         self.refresh_ms = refresh_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -326,7 +338,8 @@ class JwksCache:
     def _download(self) -> dict[str | None, jwt.PyJWK] | None:
         """The signing keys of the set by ``kid``, or None (logged) when the fetch failed."""
         try:
-            with urllib.request.urlopen(self.url, timeout=limits.OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS / 1000) as resp:
+            with urllib.request.urlopen(self.url, timeout=limits.OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS / 1000,
+                                        context=self._ssl_context) as resp:
                 raw = resp.read(limits.OAUTHBEARER_JWKS_MAX_BYTES + 1)
             if len(raw) > limits.OAUTHBEARER_JWKS_MAX_BYTES:
                 raise ValueError(f"JWKS larger than {limits.OAUTHBEARER_JWKS_MAX_BYTES} bytes")

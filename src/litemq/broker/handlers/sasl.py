@@ -145,7 +145,8 @@ def _validator(handler_class: str, jaas: str, settings: tuple) -> Validator:
     url, refresh_ms, backoff_ms, audience, issuer, sub, scope, skew_s = settings
     if not url:
         raise ValueError(f"{JWT_VALIDATOR_CLASS} needs sasl.oauthbearer.jwks.endpoint.url")
-    jwks = JwksCache(url, int(refresh_ms), retry_backoff_ms=int(backoff_ms))
+    jwks = JwksCache(url, int(refresh_ms), retry_backoff_ms=int(backoff_ms),
+                     ssl_cafile=options.get("ssl.truststore.location") or None)
     return JwtValidator(jwks, tuple(a.strip() for a in audience.split(",") if a.strip()), issuer.strip(),
                         sub.strip() or "sub", scope.strip() or "scope", int(skew_s))
 
