@@ -206,6 +206,9 @@ OAUTHBEARER_JWKS_FETCH_TIMEOUT_MS = 10_000
 this long; the keys already known stay in use."""
 OAUTHBEARER_JWKS_MAX_BYTES = 1024 * 1024
 """Largest JWKS document read (a provider's key set is a few kB)."""
+OAUTHBEARER_MAX_CLAIM_TIME_S = 253_402_300_799
+"""Largest ``exp``/``iat`` (seconds since the epoch) an OAUTHBEARER token may carry: the end of
+year 9999; a larger or non-finite one is refused rather than overflowing a conversion."""
 OAUTHBEARER_JWKS_WAIT_MS = 2_000
 """A token whose key is not known yet waits this long at most for the fetch of the key set
 (which runs on its own thread), so a slow provider cannot hold the broker's I/O threads."""

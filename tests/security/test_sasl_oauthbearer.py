@@ -173,6 +173,45 @@ def test_initial_response_round_trips(token, authzid, extensions):
     assert (first.token, first.authorization_id, first.extensions) == (token, authzid, extensions)
 
 
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300) |
+                     st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                     max_leaves=8)
+_CLAIM_NAMES = st.sampled_from(["sub", "exp", "iat", "nbf", "scope", "aud", "iss", "kid"])
+
+
+def _b64_part(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(claims=st.dictionaries(_CLAIM_NAMES, _JSON, max_size=6), header=st.dictionaries(st.sampled_from(["alg", "kid"]),
+       _JSON, max_size=2), depth=st.integers(0, 3000), raw=st.text(max_size=60))
+def test_validators_refuse_any_bad_token_with_their_own_error(idp, tmp_path_factory, claims, header, depth, raw):
+    """Whatever a client sends as a token (claims of any JSON type, NaN, huge numbers, deep
+    nesting, garbage), the validators answer a token or TokenValidationError, never another
+    exception (it would close the connection without Kafka's answer)."""
+    jwks_file = tmp_path_factory.getbasetemp() / "fuzz-jwks.json"
+    jwks_file.write_text(json.dumps({"keys": idp._public_jwks}))
+    unsecured = UnsecuredJwsValidator()
+    signed = JwtValidator(JwksCache(jwks_file.as_uri(), refresh_ms=3_600_000))
+    nested = "[" * depth + "]" * depth
+    candidates = [raw, f"{_b64_part(json.dumps({'alg': 'none', **header}))}.{_b64_part(json.dumps(claims))}.",
+                  f"{_b64_part(json.dumps({'alg': 'none'}))}.{_b64_part(nested)}.",
+                  __import__("jwt").encode({"sub": "x"}, idp._key, algorithm="RS256", headers={"kid": idp.kid})
+                  .split(".")[0] + "." + _b64_part(json.dumps(claims)) + ".c2ln"]
+    try:
+        candidates.append(__import__("jwt").encode(claims, idp._key, algorithm="RS256", headers={"kid": idp.kid}))
+    except (TypeError, ValueError, OverflowError):
+        pass  # PyJWT refuses to sign it; the broker never sees such a token from a real provider
+    for token in candidates:
+        for validator in (unsecured, signed):
+            try:
+                validator.validate(token)
+            except TokenValidationError:
+                pass
+
+
 def test_unsecured_validator_rules():
     now_ms = time.time() * 1000
     v = UnsecuredJwsValidator(required_scope=("kafka",), allowable_clock_skew_ms=0)

@@ -37,6 +37,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import re
 import ssl
 import threading
@@ -162,11 +163,15 @@ class OAuthBearerToken:
     claims: dict[str, Any]
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")  # Python's json would accept NaN and Infinity
+
+
 def _b64url_json(part: str, what: str) -> dict:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        value = json.loads(raw)
-    except (binascii.Error, ValueError):
+        value = json.loads(raw, parse_constant=_no_constant)
+    except (binascii.Error, ValueError, RecursionError):
         raise TokenValidationError(f"malformed {what}: not base64url-encoded JSON") from None
     if not isinstance(value, dict):
         raise TokenValidationError(f"malformed {what}: not a JSON object")
@@ -181,7 +186,13 @@ def _number(claims: dict, name: str, required: bool) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TokenValidationError(f"The '{name}' claim was not of type Number: {type(value).__name__}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or abs(number) > limits.OAUTHBEARER_MAX_CLAIM_TIME_S:
+        raise TokenValidationError(f"The '{name}' claim is out of range: {str(value)[:32]}")
+    return number
 
 
 def _scope(claims: dict, name: str) -> frozenset[str]:
@@ -435,8 +446,8 @@ class JwtValidator:
         """Raises :class:`TokenValidationError`."""
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
-            raise TokenValidationError(f"malformed JWT: {exc}") from None
+        except (jwt.PyJWTError, ValueError, RecursionError) as exc:
+            raise TokenValidationError(f"malformed JWT: {str(exc)[:200]}") from None
         algorithm = header.get("alg")
         if algorithm not in SIGNED_ALGORITHMS:
             raise TokenValidationError(f"JWT algorithm {algorithm!r} is not allowed (allowed: "
@@ -448,8 +459,9 @@ class JwtValidator:
                                 audience=list(self.expected_audience) or None,
                                 issuer=self.expected_issuer or None, leeway=self.clock_skew_s,
                                 options={"require": ["exp", "iat"], "verify_aud": bool(self.expected_audience)})
-        except jwt.PyJWTError as exc:
-            raise TokenValidationError(f"JWT rejected: {exc}") from None
+        except (jwt.PyJWTError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+            # PyJWT lets int() of a NaN or infinite exp/iat/nbf through as ValueError/OverflowError
+            raise TokenValidationError(f"JWT rejected: {str(exc)[:200]}") from None
         principal = _principal(claims, self.sub_claim_name)
         exp = _number(claims, "exp", required=True)
         iat = _number(claims, "iat", required=True)
