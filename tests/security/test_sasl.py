@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import struct
+import subprocess
 import time
 
 import pytest
@@ -26,7 +28,6 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from litemq.broker.handlers.sasl import validate as validate_sasl_settings
 from litemq.config import BrokerConfig
-from litemq.protocol import frames
 from litemq.protocol.errors import ErrorCode
 from litemq.security.sasl import SaslSession, SaslStage, parse_jaas_config, plain_users_from_jaas
 from litemq.testing.process import BrokerProcess
@@ -216,7 +217,7 @@ def test_unauthenticated_requests_close_the_connection(broker):
             w.request(3, 1, {"topics": None})
     with _wire(broker) as w:  # ApiVersions is allowed, SaslAuthenticate before the handshake is not
         keys = {k.api_key: (k.min_version, k.max_version) for k in w.request(18, 3, {}).api_keys}
-        assert keys[17] == (1, 1) and keys[36] == (0, 2)
+        assert keys[17] == (0, 1) and keys[36] == (0, 2)
         with pytest.raises(ConnectionError):
             w.request(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})
     with _wire(broker) as w:  # a frame larger than Kafka's sasl.server.max.receive.size
@@ -240,9 +241,6 @@ def test_handshake_errors(broker):
         assert resp.error_code == ErrorCode.ILLEGAL_SASL_STATE
         assert resp.error_message == "SaslAuthenticate request received after successful authentication"
         assert _metadata_ok(w)
-    with _wire(broker) as w:  # SaslHandshake v0 (raw tokens) is not served
-        w.send_raw(frames.encode_request(17, 0, 1, "t", {"mechanism": "PLAIN"}))
-        assert w.is_closed_by_peer()
 
 
 @pytest.mark.parametrize("mechanism,user,password,message", [
@@ -345,3 +343,46 @@ def test_librdkafka_reauthenticates_across_session_expiries(broker):
     assert reauths >= 3, log[-3000:]
     assert "SASL session of" not in log  # no connection closed for an expired session
 
+
+
+def _raw_token(w: WireClient, token: bytes) -> bytes:
+    """One SASL token after SaslHandshake v0: sent and answered as raw size-prefixed frames."""
+    w.send_raw(struct.pack(">i", len(token)) + token)
+    return w.read_frame()
+
+
+def test_handshake_v0_exchanges_raw_tokens(broker):
+    """SaslHandshake v0 (advertised 0-1 as by Kafka 4; librdkafka 2.0 needs v0 in the range to
+    attempt SASL): the tokens then travel without Kafka headers; success gives a normal session,
+    a failure closes the connection without an answer (v0 has no error field)."""
+    with _wire(broker) as w:
+        assert w.request(17, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+        assert _raw_token(w, b"\0alice\0alice-secret") == b""
+        assert _metadata_ok(w)
+        assert w.request(17, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.ILLEGAL_SASL_STATE  # no v0 re-auth
+    with _wire(broker) as w:  # SCRAM: two raw round trips, and the server's proof checks out
+        assert w.request(17, 0, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+        client = scramp.ScramClient(["SCRAM-SHA-256"], SCRAM_USER, SCRAM_PASSWORD)
+        client.set_server_first(_raw_token(w, client.get_client_first().encode()).decode())
+        client.set_server_final(_raw_token(w, client.get_client_final().encode()).decode())
+        assert _metadata_ok(w)
+    with _wire(broker) as w:
+        w.request(17, 0, {"mechanism": "PLAIN"})
+        w.send_raw(struct.pack(">i", 19) + b"\0alice\0wrong-secret")
+        assert w.is_closed_by_peer()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (CI installs it with apt-get)")
+@pytest.mark.parametrize("mechanism,user,password", [CREDENTIALS[0], CREDENTIALS[3]])
+def test_kcat_authenticates(broker, mechanism, user, password):
+    """Debian's kcat (librdkafka 2.0.2) attempts SASL only when the broker's SaslHandshake range
+    includes v0 (its feature map), then uses v1 and SaslAuthenticate. (Its SCRAM repeats the
+    client nonce in its final message, librdkafka's bug before 2.6.1, which Kafka 4 and LiteMQ
+    refuse as RFC 5802 demands; its PLAIN logs in a JAAS user and a SCRAM user.)"""
+    topic = unique_name("sasl-kcat")
+    auth = ["-b", broker.bootstrap("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
+            "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    subprocess.run(["kcat", "-P", "-t", topic, *auth], input=b"one\ntwo\n", check=True, timeout=60)
+    out = subprocess.run(["kcat", "-C", "-t", topic, "-o", "beginning", "-e", "-q", *auth],
+                         capture_output=True, check=True, timeout=60).stdout
+    assert out.split() == [b"one", b"two"]

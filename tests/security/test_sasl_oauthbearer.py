@@ -24,6 +24,7 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -678,3 +679,19 @@ def test_http_port_takes_bearer_tokens(broker, idp):
         status, headers, body = _http_get(broker, path, bad)
         assert status == 401 and body["message"] == "Authentication failed: invalid bearer token"
         assert 'Bearer realm="LiteMQ", error="invalid_token"' in headers.get_all("WWW-Authenticate")
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (CI installs it with apt-get)")
+def test_kcat_unsecured_tokens(broker):
+    """Debian's kcat (librdkafka 2.0) with its own unsecured tokens: produce, then consume."""
+    topic = unique_name("oauth-kcat")
+    auth = ["-b", broker.bootstrap("UNSECURED"), "-X", "security.protocol=SASL_PLAINTEXT",
+            "-X", "sasl.mechanism=OAUTHBEARER", "-X", "enable.sasl.oauthbearer.unsecure.jwt=true",
+            "-X", f"sasl.oauthbearer.config=principal=alice scope={REQUIRED_SCOPE}"]
+    subprocess.run(["kcat", "-P", "-t", topic, *auth], input=b"a\nb\nc\n", check=True, timeout=60)
+    out = subprocess.run(["kcat", "-C", "-t", topic, "-o", "beginning", "-e", "-q", *auth],
+                         capture_output=True, check=True, timeout=60).stdout
+    assert out.split() == [b"a", b"b", b"c"]
+    refused = subprocess.run(["kcat", "-L", *auth[:-1], "sasl.oauthbearer.config=principal=alice scope=other",
+                              "-m", "5"], capture_output=True, timeout=60)
+    assert refused.returncode != 0 and b"insufficient_scope" in refused.stderr

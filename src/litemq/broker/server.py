@@ -47,6 +47,7 @@ from litemq.broker.client_quota_manager import (
 )
 from litemq.broker.context import RequestContext
 from litemq.config import parse_ip_overrides
+from litemq.broker.handlers.sasl import authenticate_raw
 from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
 from litemq.protocol.errors import DecodeError
@@ -287,6 +288,10 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------ requests
     def _handle_frame(self, frame: bytes) -> None:
+        session = self.sasl_session
+        if session is not None and session.expects_raw_token:
+            self._raw_sasl_token(frame)
+            return
         try:
             header, body_offset = frames.decode_request_header(frame)
         except DecodeError as exc:
@@ -587,6 +592,28 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._paused_reading:
             self._paused_reading = False
             self.transport.resume_reading()
+
+    # ------------------------------------------------------------ authentication hooks
+    def _raw_sasl_token(self, token: bytes) -> None:
+        """A raw SASL token after SaslHandshake v0: answered with a raw size-prefixed token in
+        order with the responses before it; a failed authentication closes the connection."""
+        slot = self._new_slot()
+        self.hold_requests()
+
+        def done(task: asyncio.Future) -> None:
+            if task.cancelled():
+                return
+            exc = task.exception()
+            if exc is not None:
+                log.error("SASL token of %s failed: %r", self.peer, exc, exc_info=exc)
+            out = None if exc is not None else task.result()
+            if out is None:
+                self._close_now()
+                return
+            self._finish(slot, [_SIZE.pack(len(out)) + out])
+            self.release_requests()
+
+        self.runtime.spawn(authenticate_raw(self, token)).add_done_callback(done)
 
     # ------------------------------------------------------------ authentication hooks
     def hold_requests(self) -> None:

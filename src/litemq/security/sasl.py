@@ -461,6 +461,9 @@ class SaslSession:
         self.last_reauth_start_ms: float | None = None
         self.bad_reauth_mechanism: str | None = None
         self.successful_authentications = 0
+        self.raw_tokens = False
+        """True after a SaslHandshake v0: the exchange's tokens arrive as raw size-prefixed frames,
+        not SaslAuthenticate requests (KIP-43; Kafka ``enableKafkaSaslAuthenticateHeaders``)."""
 
     # ------------------------------------------------------------ gating
     @property
@@ -506,11 +509,11 @@ class SaslSession:
         return "request after a failed SASL authentication"
 
     # ------------------------------------------------------------ handshake
-    def handshake(self, mechanism: str, now_ms: float) -> bool:
+    def handshake(self, mechanism: str, now_ms: float, version: int = 1) -> bool:
         """Process SaslHandshake(``mechanism``) in HANDSHAKE stage or as a re-authentication start.
 
         Returns True when the mechanism is enabled (answer NONE; next come SaslAuthenticate
-        requests). False means UNSUPPORTED_SASL_MECHANISM: the stage is FAILED and the caller
+        requests, or raw tokens after a ``version`` 0 handshake). False means UNSUPPORTED_SASL_MECHANISM: the stage is FAILED and the caller
         answers, then closes. A re-authentication asking for another enabled mechanism is
         answered NONE and fails at its first SaslAuthenticate (Kafka ``REAUTH_BAD_MECHANISM``).
         """
@@ -527,7 +530,13 @@ class SaslSession:
             self.mechanism = mechanism
             self.authenticator = self._make_authenticator(mechanism)
         self.stage = SaslStage.AUTHENTICATE
+        self.raw_tokens = version == 0
         return True
+
+    @property
+    def expects_raw_token(self) -> bool:
+        """True when the connection's next frame is a raw SASL token (after SaslHandshake v0)."""
+        return self.raw_tokens and self.stage is SaslStage.AUTHENTICATE
 
     # ------------------------------------------------------------ token exchange
     def evaluate(self, token: bytes) -> bytes:
@@ -584,6 +593,7 @@ class SaslSession:
         self.principal = KafkaPrincipal("User", self.authenticator.username)
         self.stage = SaslStage.COMPLETE
         self.reauthenticating = False
+        self.raw_tokens = False
         self.successful_authentications += 1
         max_reauth_ms = self.max_reauth_ms if isinstance(self.max_reauth_ms, int) \
             else self.max_reauth_ms.get(self.mechanism, 0)

@@ -7,9 +7,11 @@ SaslAuthenticateRequest/Response v0-2 (KIP-152; ``SessionLifetimeMs`` v1+, KIP-3
 - On a SASL_PLAINTEXT or SASL_SSL listener every connection gets a
   :class:`~litemq.security.sasl.SaslSession` (:func:`new_session`); the connection asks it
   before dispatching any request (``SaslSession.refusal``) and closes on a refusal.
-- SaslHandshake v1 only: v0 switches the connection to raw, unframed SASL tokens, which no
-  client LiteMQ supports needs (librdkafka, the Java client, kafka-python and aiokafka use v1
-  and SaslAuthenticate when the broker offers it). It is not advertised.
+- SaslHandshake v0 and v1, as Kafka 4 advertises them. After a v0 handshake the exchange's
+  tokens travel as raw size-prefixed frames without Kafka headers (:func:`authenticate_raw`;
+  a failure closes the connection, v0 has no error field). librdkafka before 2.x needs v0 in
+  the advertised range to try SASL at all (its ``SaslHandshake`` feature depends on v0), though
+  it then uses v1 and SaslAuthenticate, as every current client does. Re-authentication needs v1.
 - A failed handshake (UNSUPPORTED_SASL_MECHANISM) or authentication (SASL_AUTHENTICATION_FAILED)
   is answered ``connection.failed.authentication.delay.ms`` after the request, then the
   connection closes (Kafka ``Selector`` delayed close) ``limits.SASL_FAILED_AUTHENTICATION_LINGER_MS``
@@ -273,11 +275,52 @@ def new_session(conn: SaslConnection) -> SaslSession | None:
 
 
 # ------------------------------------------------------------------ handlers
-def _count(ctx, outcome: str) -> None:
+def _count(conn, outcome: str) -> None:
     """Count an authentication outcome in the broker's metrics (``AUTHENTICATION_OUTCOMES``)."""
-    metrics = getattr(ctx.runtime, "metrics", None)
+    metrics = getattr(conn.runtime, "metrics", None)
     if metrics is not None:
-        metrics.on_authentication(getattr(ctx.connection, "listener_name", "") or "", outcome)
+        metrics.on_authentication(getattr(conn, "listener_name", "") or "", outcome)
+
+
+async def _evaluate(conn, session: SaslSession, token: bytes) -> bytes:
+    """One token of the exchange, evaluated on the broker's thread pool; counts and logs a
+    failure. Raises SaslAuthenticationException / SaslCredentialsError."""
+    runtime = conn.runtime
+    try:
+        return await runtime.loop.run_in_executor(runtime.executor, session.evaluate, token)
+    except (SaslAuthenticationException, SaslCredentialsError) as exc:
+        log.info("Failed %s with %s (%s)", session.authentication_text, conn.peer, exc)
+        _count(conn, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
+        raise
+
+
+def _complete(conn, session: SaslSession) -> int:
+    """After the exchange's last token: the connection's principal; returns the session
+    lifetime (ms, 0 = none) for SaslAuthenticate v1+."""
+    what = session.authentication_text
+    _count(conn, "successful_reauthentication" if session.reauthenticating else "successful_authentication")
+    lifetime_ms = session.finish(now_ms(), time.time() * 1000.0)
+    conn.principal = session.principal
+    log.debug("Successful %s of %s with %s from %s; session lifetime %d ms", what, session.principal,
+              session.mechanism, conn.peer, lifetime_ms)
+    return lifetime_ms
+
+
+async def authenticate_raw(conn, token: bytes) -> bytes | None:
+    """One raw token after SaslHandshake v0 (KIP-43's original framing: a size-prefixed token,
+    no Kafka header, no error field): returns the server's token, to be sent size-prefixed,
+    or None when authentication failed, which the connection answers by closing after
+    ``connection.failed.authentication.delay.ms`` (Kafka: a v0 client learns of a failure only
+    by the close)."""
+    session: SaslSession = conn.sasl_session
+    try:
+        out = await _evaluate(conn, session, token)
+    except (SaslAuthenticationException, SaslCredentialsError):
+        await asyncio.sleep(conn.runtime.config.connection_failed_authentication_delay_ms / 1000.0)
+        return None
+    if session.exchange_complete:
+        _complete(conn, session)
+    return out
 
 
 async def _fail(ctx, body: dict) -> dict:
@@ -292,13 +335,14 @@ async def _fail(ctx, body: dict) -> dict:
 def handle_sasl_handshake(ctx, req):
     session: SaslSession | None = getattr(ctx.connection, "sasl_session", None)
     now = now_ms()
-    if session is None or (session.stage is SaslStage.COMPLETE and not session.can_reauthenticate(now)):
+    if session is None or (session.stage is SaslStage.COMPLETE and not session.can_reauthenticate(now)) \
+            or (session.stage is SaslStage.COMPLETE and ctx.version == 0):  # re-authentication needs v1
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
-    if session.handshake(req.mechanism, now):
+    if session.handshake(req.mechanism, now, ctx.version):
         return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled_mechanisms}
     log.info("Failed %s with %s (Unsupported SASL mechanism %r)", session.authentication_text,
              ctx.connection.peer, req.mechanism[:64])
-    _count(ctx, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
+    _count(ctx.connection, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
     ctx.connection.hold_requests()
     return _fail(ctx, {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled_mechanisms})
 
@@ -315,30 +359,23 @@ def handle_sasl_authenticate(ctx, req):
 
 
 async def _authenticate(ctx, session: SaslSession, token: bytes) -> dict:
-    conn, runtime = ctx.connection, ctx.runtime
+    conn = ctx.connection
     try:
-        out = await runtime.loop.run_in_executor(runtime.executor, session.evaluate, token)
+        out = await _evaluate(conn, session, token)
     except (SaslAuthenticationException, SaslCredentialsError) as exc:
-        log.info("Failed %s with %s (%s)", session.authentication_text, conn.peer, exc)
-        _count(ctx, "failed_reauthentication" if session.reauthenticating else "failed_authentication")
         return await _fail(ctx, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
                                  "error_message": session.failure_message(exc), "auth_bytes": b""})
     body = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out}
     if session.exchange_complete:
-        what = session.authentication_text
-        _count(ctx, "successful_reauthentication" if session.reauthenticating else "successful_authentication")
-        lifetime_ms = session.finish(now_ms(), time.time() * 1000.0)
-        conn.principal = session.principal
+        lifetime_ms = _complete(conn, session)
         if ctx.version >= 1:
             body["session_lifetime_ms"] = lifetime_ms
-        log.debug("Successful %s of %s with %s from %s; session lifetime %d ms", what, session.principal,
-                  session.mechanism, conn.peer, lifetime_ms)
     conn.release_requests()
     return body
 
 
 def register(runtime) -> None:
-    """Serve SaslHandshake v1 and SaslAuthenticate v0-2; check the SASL settings first."""
+    """Serve SaslHandshake v0-1 and SaslAuthenticate v0-2; check the SASL settings first."""
     validate(runtime.config)
-    runtime.register(17, handle_sasl_handshake, min_version=1)
+    runtime.register(17, handle_sasl_handshake)
     runtime.register(36, handle_sasl_authenticate)
