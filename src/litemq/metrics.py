@@ -330,6 +330,8 @@ def _summary(name: str, labels: dict[str, str], stats: LatencyStats, scale: floa
 AUTHENTICATION_OUTCOMES = {
     "successful_authentication": "SASL authentications that succeeded, per listener.",
     "failed_authentication": "SASL authentications that failed (the connection was closed), per listener.",
+    "successful_authentication_no_reauth": "SASL authentications of clients that cannot re-authenticate "
+                                           "(SaslAuthenticate v0 or raw tokens; KIP-368), per listener.",
     "successful_reauthentication": "SASL re-authentications (KIP-368) that succeeded, per listener.",
     "failed_reauthentication": "SASL re-authentications (KIP-368) that failed, per listener.",
     "expired_connections_killed": "Connections closed because their SASL session expired without "

@@ -25,6 +25,7 @@ import base64
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -695,3 +696,22 @@ def test_kcat_unsecured_tokens(broker):
     refused = subprocess.run(["kcat", "-L", *auth[:-1], "sasl.oauthbearer.config=principal=alice scope=other",
                               "-m", "5"], capture_output=True, timeout=60)
     assert refused.returncode != 0 and b"insufficient_scope" in refused.stderr
+
+
+def test_clients_that_cannot_reauthenticate_are_counted(broker):
+    """Kafka's successful-authentication-no-reauth: SaslAuthenticate v0, or raw tokens after
+    SaslHandshake v0, cannot re-authenticate (KIP-368); v1+ can."""
+    key = ("successful_authentication_no_reauth", "UNSECURED")
+    before = _authentication_counts(broker).get(key, 0)
+    token = unsecured_token("alice", scope="kafka")
+    with _wire(broker) as w:
+        assert _authenticate(w, token, version=0).auth_bytes == b""
+        assert _metadata_ok(w)
+    with _wire(broker) as w:
+        assert w.request(17, 0, {"mechanism": "OAUTHBEARER"}).error_code == ErrorCode.NONE
+        w.send_raw(struct.pack(">i", len(_message(token))) + _message(token))
+        assert w.read_frame() == b""
+        assert _metadata_ok(w)
+    with _wire(broker) as w:
+        _authenticate(w, token, version=1)
+    assert _authentication_counts(broker)[key] == before + 2

@@ -461,6 +461,8 @@ class SaslSession:
         self.last_reauth_start_ms: float | None = None
         self.bad_reauth_mechanism: str | None = None
         self.successful_authentications = 0
+        self.client_supports_reauthentication = False
+        """True once the client sent a SaslAuthenticate v1+ (KIP-368; only counted in metrics)."""
         self.raw_tokens = False
         """True after a SaslHandshake v0: the exchange's tokens arrive as raw size-prefixed frames,
         not SaslAuthenticate requests (KIP-43; Kafka ``enableKafkaSaslAuthenticateHeaders``)."""

@@ -299,6 +299,8 @@ def _complete(conn, session: SaslSession) -> int:
     lifetime (ms, 0 = none) for SaslAuthenticate v1+."""
     what = session.authentication_text
     _count(conn, "successful_reauthentication" if session.reauthenticating else "successful_authentication")
+    if not session.reauthenticating and not session.client_supports_reauthentication:
+        _count(conn, "successful_authentication_no_reauth")
     lifetime_ms = session.finish(now_ms(), time.time() * 1000.0)
     conn.principal = session.principal
     log.debug("Successful %s of %s with %s from %s; session lifetime %d ms", what, session.principal,
@@ -355,6 +357,8 @@ def handle_sasl_authenticate(ctx, req):
     # Read no further request until this step is decided (synchronously: the coroutine below
     # only starts on the next loop turn, after the connection has parsed what it buffered).
     ctx.connection.hold_requests()
+    # Kafka ReauthInfo.connectedClientSupportsReauthentication: any SaslAuthenticate v1+
+    session.client_supports_reauthentication |= ctx.version > 0
     return _authenticate(ctx, session, bytes(req.auth_bytes))
 
 
