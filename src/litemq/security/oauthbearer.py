@@ -288,7 +288,8 @@ class UnsecuredJwsValidator:
                 f"The Expiration Time time ({exp} seconds) was not after the Issued At time ({iat} seconds)")
         for required in self.required_scope:
             if required not in scope:
-                raise TokenValidationError(f"The provided scope ({sorted(scope)}) was missing a required scope "
+                given = str(sorted(scope))[:200]
+                raise TokenValidationError(f"The provided scope ({given}) was missing a required scope "
                                            f"({required}). All required scope elements: {list(self.required_scope)}",
                                            status="insufficient_scope", scope=required)
         return OAuthBearerToken(token, principal, scope, _ms(exp), None if iat is None else _ms(iat), claims)
@@ -404,7 +405,8 @@ class JwksCache:
             with self._lock:
                 key = self._select(kid, algorithm)
         if key is None:
-            raise TokenValidationError(f"No key in the JWKS at {self.url} for kid {kid!r} and alg {algorithm}")
+            raise TokenValidationError(
+                f"No key in the JWKS at {self.url} for kid {str(kid)[:64]!r} and alg {algorithm}")
         return key
 
     def _select(self, kid: str | None, algorithm: str) -> jwt.PyJWK | None:
@@ -450,7 +452,7 @@ class JwtValidator:
             raise TokenValidationError(f"malformed JWT: {str(exc)[:200]}") from None
         algorithm = header.get("alg")
         if algorithm not in SIGNED_ALGORITHMS:
-            raise TokenValidationError(f"JWT algorithm {algorithm!r} is not allowed (allowed: "
+            raise TokenValidationError(f"JWT algorithm {str(algorithm)[:32]!r} is not allowed (allowed: "
                                        f"{', '.join(SIGNED_ALGORITHMS)})")
         kid = header.get("kid")
         key = self.jwks.key_for(kid if isinstance(kid, str) else None, algorithm)
