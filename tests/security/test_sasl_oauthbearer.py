@@ -90,6 +90,10 @@ def broker(tmp_path_factory, idp):
     with BrokerProcess(tmp_path_factory.mktemp("oauth") / "data", overrides=overrides,
                        listeners={"PLAINTEXT": 0, "UNSECURED": 0, "SIGNED": 0}, http_port=0,
                        extra_args=["--log-level", "DEBUG"]) as proc:
+        deadline = time.monotonic() + 10  # the broker fetches the provider's keys at start
+        while idp.jwks_requests == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert idp.jwks_requests == 1
         admin = AdminClient({"bootstrap.servers": proc.bootstrap("PLAINTEXT")})
         for fut in admin.create_topics([NewTopic(GUARDED, 1, 1)]).values():
             fut.result(TIMEOUT_S)

@@ -380,6 +380,21 @@ class JwksCache:
         finally:
             done.set()
 
+    def prefetch(self) -> None:
+        """Start fetching the key set now (on its own thread) unless a fetch is in flight: a
+        broker calls it at start, so its first logins find the keys (Kafka fetches them when
+        its validator is configured)."""
+        with self._lock:
+            if self._done.is_set() and self._fetched_ms is None:
+                self._start_fetch(self.clock_ms())
+
+    def _start_fetch(self, now: float) -> None:
+        """Under the lock: one fetch on its own daemon thread."""
+        self._attempt_ms = now
+        self.fetches += 1
+        self._done = threading.Event()
+        threading.Thread(target=self._fetch, args=(now, self._done), name="litemq-jwks", daemon=True).start()
+
     def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK:
         """The verification key for a token header's ``kid`` and ``alg``. Without a ``kid``, the
         one key of the set that fits the algorithm.
@@ -395,10 +410,7 @@ class JwksCache:
             wanted = ((stale and (since_attempt is None or since_attempt >= self.retry_backoff_ms))
                       or (key is None and (since_attempt is None or since_attempt >= self.missing_key_refresh_ms)))
             if wanted and self._done.is_set():
-                self._attempt_ms = now
-                self.fetches += 1
-                self._done = threading.Event()
-                threading.Thread(target=self._fetch, args=(now, self._done), name="litemq-jwks", daemon=True).start()
+                self._start_fetch(now)
             done = self._done
         if key is None and not done.is_set():
             done.wait(limits.OAUTHBEARER_JWKS_WAIT_MS / 1000)

@@ -381,5 +381,8 @@ async def _authenticate(ctx, session: SaslSession, token: bytes) -> dict:
 def register(runtime) -> None:
     """Serve SaslHandshake v0-1 and SaslAuthenticate v0-2; check the SASL settings first."""
     validate(runtime.config)
+    for validator in oauthbearer_validators(runtime.config):
+        if isinstance(validator, JwtValidator):
+            validator.jwks.prefetch()
     runtime.register(17, handle_sasl_handshake)
     runtime.register(36, handle_sasl_authenticate)
