@@ -69,3 +69,14 @@ def pki(tmp_path_factory) -> Pki:
     client.cert_chain_pems[0].write_to_path(str(d / "client.pem"))
     client.private_key_pem.write_to_path(str(d / "client.key"))
     return Pki(ca, d, d / "ca.pem", d / "server.pem", d / "client.pem", d / "client.key")
+
+
+@pytest.fixture(scope="module")
+def idp():
+    """A stand-in OAuth/OIDC provider (``oauth_idp.py``) serving on loopback for one test module,
+    knowing the clients ``oauth_idp.CLIENTS``."""
+    from tests.security.oauth_idp import CLIENTS, OAuthProvider
+
+    provider = OAuthProvider(CLIENTS)
+    yield provider
+    provider.close()

@@ -25,6 +25,8 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 AUDIENCE = "litemq"
+CLIENTS = {"etl-job": "etl-secret", "intruder": "intruder-secret"}
+"""The test clients the provider knows (client id -> secret)."""
 
 
 def _b64(data: dict) -> str:

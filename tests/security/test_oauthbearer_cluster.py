@@ -20,17 +20,9 @@ from litemq.security.oauthbearer import JWT_VALIDATOR_CLASS
 from litemq.testing.cluster import LocalCluster
 from litemq.testing.wire import WireClient
 from tests.integration.admin_helpers import unique_name
-from tests.security.oauth_idp import AUDIENCE, OAuthProvider, unsecured_token
+from tests.security.oauth_idp import AUDIENCE, CLIENTS, OAuthProvider, unsecured_token
 
 TIMEOUT_S = 30
-CLIENTS = {"etl-job": "etl-secret"}
-
-
-@pytest.fixture(scope="module")
-def idp():
-    provider = OAuthProvider(CLIENTS)
-    yield provider
-    provider.close()
 
 
 @pytest.fixture(scope="module")

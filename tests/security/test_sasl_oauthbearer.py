@@ -49,11 +49,10 @@ from litemq.security.oauthbearer import (JWT_VALIDATOR_CLASS, InitialResponseErr
 from litemq.testing.process import BrokerProcess
 from litemq.testing.wire import WireClient, WireSaslError
 from tests.integration.admin_helpers import unique_name
-from tests.security.oauth_idp import AUDIENCE, OAuthProvider, unsecured_token
+from tests.security.oauth_idp import AUDIENCE, CLIENTS, OAuthProvider, unsecured_token
 from tests.security.security_helpers import produce_and_consume_for
 
 TIMEOUT_S = 20
-CLIENTS = {"etl-job": "etl-secret", "intruder": "intruder-secret"}
 REQUIRED_SCOPE = "kafka"
 GUARDED = "guarded"
 GENERIC_FAILURE = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
@@ -63,13 +62,6 @@ INVALID_TOKEN = '{"status":"invalid_token"}'
 def _message(token: str, authzid: str = "", **extensions) -> bytes:
     ext = "".join(f"{k}={v}\x01" for k, v in extensions.items())
     return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01{ext}\x01".encode()
-
-
-@pytest.fixture(scope="module")
-def idp():
-    provider = OAuthProvider(CLIENTS)
-    yield provider
-    provider.close()
 
 
 @pytest.fixture(scope="module")
