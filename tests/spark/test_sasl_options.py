@@ -1,6 +1,7 @@
 """The Spark data source against a SASL listener configured as for Spark's own Kafka source:
 the Java client's ``kafka.sasl.jaas.config`` (an OAuth login with unsecured tokens, and a
-PLAIN user) is translated to librdkafka's settings, so the same job options authenticate.
+PLAIN user) is translated to librdkafka's settings, so the same job options authenticate, and
+the executors read through the fast path (``litemq.spark.wire``), which speaks SASL too.
 One broker process whose SASL_PLAINTEXT listener offers OAUTHBEARER and PLAIN; real Spark in
 ``local[2]``: a batch write, then a batch read of what was written."""
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from litemq.security.client_settings import librdkafka_security_settings
+from litemq.spark import wire
+from litemq.spark.options import client_config
 from litemq.testing.process import BrokerProcess
 from tests.integration.admin_helpers import unique_name
 
@@ -50,6 +53,8 @@ def test_spark_job_with_a_java_sasl_login(spark, sasl_broker, mechanism, jaas):
     security = {"kafka.bootstrap.servers": sasl_broker.bootstrap("SASL_PLAINTEXT"),
                 "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
                 "kafka.sasl.jaas.config": jaas}
+    # the executors read with the fast path (LiteMQ's codec and Arrow), not the confluent-kafka fallback
+    assert wire.supports(client_config({k.lower(): v for k, v in security.items()}))
     rows = [(f"k{i}", f"v{i}") for i in range(50)]
     (spark.createDataFrame(rows, "key STRING, value STRING").write.format("litemq")
      .options(**security).option("topic", topic).mode("append").save())

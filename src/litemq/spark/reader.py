@@ -139,6 +139,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator:
 def _read_wire(part: KafkaInputPartition) -> Iterator:
     from litemq.spark.arrow_decode import ColumnBuilder
     from litemq.spark.wire import OFFSET_OUT_OF_RANGE, WireClient, WireError
+    from litemq.spark.wire_security import security_from_config
 
     cb = ColumnBuilder(part.topic, part.partition, part.start, part.end,
                        include_headers=part.include_headers, read_committed=part.read_committed)
@@ -146,7 +147,8 @@ def _read_wire(part: KafkaInputPartition) -> Iterator:
     offset = part.start
     deadline = None
     max_bytes = int(part.client.get("max.partition.fetch.bytes", FETCH_MAX_BYTES))
-    with WireClient(part.client["bootstrap.servers"], timeout_s=max(part.poll_timeout_ms / 1000, 5)) as wc:
+    with WireClient(part.client["bootstrap.servers"], timeout_s=max(part.poll_timeout_ms / 1000, 5),
+                    security=security_from_config(part.client)) as wc:
         while offset < part.end:
             try:
                 resp = wc.fetch(part.topic, part.partition, offset, max_bytes=max_bytes,

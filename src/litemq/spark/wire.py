@@ -2,14 +2,18 @@
 
 It speaks only what a range read needs: Metadata v7 (partition leaders), Fetch v11 (topic
 names, isolation level, log start offset, aborted transactions) and ListOffsets v5, over one
-plain TCP connection per broker, with LiteMQ's sans-I/O codec (:mod:`litemq.protocol`).
-These versions are served by LiteMQ and by every Kafka broker from 2.3 to 4.x.
+TCP connection per broker, with LiteMQ's sans-I/O codec (:mod:`litemq.protocol`). These
+versions are served by LiteMQ and by every Kafka broker from 2.3 to 4.x.
 
-Only ``security.protocol=PLAINTEXT`` is spoken; :func:`supports` tells the reader when to
-fall back to confluent-kafka (TLS, SASL, or any other client setting this module ignores).
+Connections may use TLS and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), configured with
+librdkafka's settings (:mod:`litemq.spark.wire_security`); :func:`supports` tells the reader
+when to fall back to confluent-kafka (GSSAPI, keystores, or any other client setting this
+module ignores).
 
 Errors: :class:`WireError` (with the Kafka error code when there is one), ``OSError`` for
-connection failures, :class:`~litemq.protocol.errors.DecodeError` for malformed responses.
+connection failures (``ssl.SSLError`` included),
+:class:`~litemq.spark.wire_security.AuthError` when authentication fails,
+:class:`~litemq.protocol.errors.DecodeError` for malformed responses.
 """
 
 from __future__ import annotations
@@ -18,10 +22,15 @@ import socket
 import struct
 import time
 
-from litemq.protocol import frames
+import scramp
 
-METADATA, FETCH, LIST_OFFSETS = 3, 1, 2
-METADATA_V, FETCH_V, LIST_OFFSETS_V = 7, 11, 5
+from litemq.protocol import frames
+from litemq.spark.wire_security import SECURITY_SETTINGS, AuthError, Security, security_from_config
+
+METADATA, FETCH, LIST_OFFSETS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 3, 1, 2, 17, 36
+METADATA_V, FETCH_V, LIST_OFFSETS_V, SASL_HANDSHAKE_V, SASL_AUTHENTICATE_V = 7, 11, 5, 1, 1
+_SESSION_RENEW_FRACTION = 0.9
+"""A SASL session with a lifetime (KIP-368) is replaced by a new connection after this much of it."""
 
 OFFSET_OUT_OF_RANGE = 1
 RETRIABLE = {3, 5, 6, 7, 9, 13, 14, 15, 19, 56, 74, 75, 100}  # unknown partition, leader moves, epochs...
@@ -50,15 +59,65 @@ class WireError(Exception):
 
 def supports(config: dict) -> bool:
     """True if ``config`` (librdkafka-style client settings) can be served by this module."""
-    proto = str(config.get("security.protocol", "plaintext")).lower()
-    return proto == "plaintext" and all(k in _HARMLESS for k in config)
+    return all(k in _HARMLESS or k in SECURITY_SETTINGS for k in config) and security_from_config(config) is not None
 
 
 class _Conn:
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    """One connection: TCP, then TLS and SASL when ``security`` asks for them.
+
+    Raises OSError (``ssl.SSLError`` too) when it cannot connect, AuthError when the broker
+    refuses the login."""
+
+    def __init__(self, host: str, port: int, timeout_s: float, security: Security | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.corr = 0
+        self.renew_at: float | None = None
+        """Monotonic time after which the connection is replaced (its SASL session ends soon)."""
+        try:
+            if security is not None and security.tls:
+                self.sock = security.ssl_context().wrap_socket(self.sock, server_hostname=host)
+            if security is not None and security.mechanism is not None:
+                self._authenticate(security)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def stale(self) -> bool:
+        return self.renew_at is not None and time.monotonic() >= self.renew_at
+
+    def _sasl(self, mechanism: str, token: bytes):
+        resp = self.call(SASL_AUTHENTICATE, SASL_AUTHENTICATE_V, {"auth_bytes": token})
+        if resp.error_code:
+            raise AuthError(f"SASL {mechanism} authentication failed: {resp.error_message}", resp.error_code)
+        return resp
+
+    def _authenticate(self, sec: Security) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v1 exchange for ``sec.mechanism`` (KIP-152)."""
+        mechanism = sec.mechanism
+        hs = self.call(SASL_HANDSHAKE, SASL_HANDSHAKE_V, {"mechanism": mechanism})
+        if hs.error_code:
+            raise AuthError(f"SASL mechanism {mechanism} refused (error {hs.error_code}); the broker offers "
+                            f"{list(hs.mechanisms)}", hs.error_code)
+        if mechanism == "PLAIN":
+            last = self._sasl(mechanism, f"\0{sec.username}\0{sec.password}".encode())
+        elif mechanism.startswith("SCRAM-"):
+            client = scramp.ScramClient([mechanism], sec.username, sec.password)
+            try:
+                first = self._sasl(mechanism, client.get_client_first().encode())
+                client.set_server_first(first.auth_bytes.decode())
+                last = self._sasl(mechanism, client.get_client_final().encode())
+                client.set_server_final(last.auth_bytes.decode())  # the broker proves it knows the key
+            except scramp.ScramException as exc:
+                raise AuthError(f"SASL {mechanism}: {exc}") from None
+        else:  # OAUTHBEARER, RFC 7628: an error is a JSON challenge the client acknowledges with ^A
+            last = self._sasl(mechanism, f"n,,\x01auth=Bearer {sec.oauth_token()}\x01\x01".encode())
+            if last.auth_bytes:
+                self._sasl(mechanism, b"\x01")
+                raise AuthError(f"SASL OAUTHBEARER: {bytes(last.auth_bytes).decode(errors='replace')}", 58)
+        if last.session_lifetime_ms > 0:
+            self.renew_at = time.monotonic() + last.session_lifetime_ms / 1000 * _SESSION_RENEW_FRACTION
 
     def call(self, api_key: int, version: int, body):
         self.corr += 1
@@ -94,11 +153,14 @@ class WireClient:
     Args:
         bootstrap_servers: ``"host:port[,host:port...]"``.
         timeout_s: socket timeout per request (seconds).
+        security: TLS/SASL of every connection (:func:`~litemq.spark.wire_security.security_from_config`);
+            None: plain TCP.
     """
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0, security: Security | None = None) -> None:
         self.bootstrap = [_split_hostport(s) for s in bootstrap_servers.split(",") if s.strip()]
         self.timeout_s = timeout_s
+        self.security = security
         self._conns: dict[object, _Conn] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
@@ -115,12 +177,14 @@ class WireClient:
         self.close()
 
     def _bootstrap_conn(self) -> _Conn:
+        if "boot" in self._conns and self._conns["boot"].stale:
+            self._drop("boot")
         if "boot" in self._conns:
             return self._conns["boot"]
         last: Exception | None = None
         for host, port in self.bootstrap:
             try:
-                c = _Conn(host, port, self.timeout_s)
+                c = _Conn(host, port, self.timeout_s, self.security)
             except OSError as exc:
                 last = exc
                 continue
@@ -157,9 +221,12 @@ class WireClient:
             if leader < 0 or leader not in self._brokers:
                 raise WireError(f"{topic}-{partition}: no leader", 5)
         c = self._conns.get(leader)
+        if c is not None and c.stale:
+            self._drop(leader)
+            c = None
         if c is None:
             host, port = self._brokers[leader]
-            c = _Conn(host, port, self.timeout_s)
+            c = _Conn(host, port, self.timeout_s, self.security)
             self._conns[leader] = c
         return leader, c
 
@@ -218,8 +285,8 @@ class WireClient:
 
 def _split_hostport(s: str) -> tuple[str, int]:
     s = s.strip()
-    for prefix in ("PLAINTEXT://", "plaintext://"):
-        if s.startswith(prefix):
-            s = s[len(prefix):]
+    scheme, sep, rest = s.partition("://")
+    if sep and scheme.lower() in ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"):
+        s = rest
     host, _, port = s.rpartition(":")
     return host.strip("[]"), int(port)
