@@ -308,6 +308,9 @@ class BrokerConfig:
     """``HOST:PORT`` of the HTTP port (port 0 = ephemeral), or ``off``/empty for none. On by default
     on loopback, like Redpanda's admin port; if the default address is taken the broker logs a
     warning and runs without it, while an address set explicitly must be free."""
+    http_ssl_enabled: bool = False
+    """Serve the HTTP port as HTTPS with the broker-wide ``ssl.keystore.location`` (and
+    ``ssl.key.password``): Basic passwords and Bearer tokens then cross the network encrypted."""
 
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -105,6 +105,23 @@ def server_context(cfg: BrokerConfig, listener: str, security_protocol: str) -> 
     return ctx
 
 
+def http_server_context(cfg: BrokerConfig) -> ssl.SSLContext | None:
+    """The HTTP port's TLS context: None unless ``http.ssl.enabled``; then HTTPS with the
+    broker-wide keystore (``ssl.keystore.location``, ``ssl.key.password``), no client certificates.
+
+    Raises:
+        ValueError: naming ``http.ssl.enabled`` and the keystore problem.
+    """
+    if not cfg.http_ssl_enabled:
+        return None
+    ctx = _new_context(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        _load_keystore(ctx, cfg, None)
+    except ValueError as exc:
+        raise ValueError(f"http.ssl.enabled: {exc}") from None
+    return ctx
+
+
 def rpc_server_context(cfg: BrokerConfig) -> ssl.SSLContext | None:
     """Server side of the RPC port: None unless the inter-broker protocol is SSL/SASL_SSL, then
     mutual TLS (the peer must present a certificate the truststore verifies) with the

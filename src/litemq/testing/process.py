@@ -168,10 +168,12 @@ class BrokerProcess:
 
     @property
     def http_url(self) -> str:
-        """``http://127.0.0.1:PORT`` of the HTTP port. Raises RuntimeError when it is off."""
+        """``http://127.0.0.1:PORT`` (``https://`` with ``http.ssl.enabled=true``) of the HTTP
+        port. Raises RuntimeError when it is off."""
         if self.http_port is None:
             raise RuntimeError("this BrokerProcess has no HTTP port (pass http_port=0)")
-        return f"http://{HOST}:{self.http_port}"
+        scheme = "https" if str(self.overrides.get("http.ssl.enabled", "")).lower() == "true" else "http"
+        return f"{scheme}://{HOST}:{self.http_port}"
 
     def bootstrap(self, listener: str | None = None) -> str:
         """``127.0.0.1:port`` of ``listener`` (the first one when None). Raises KeyError."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from litemq.broker.http import reassignments
 from litemq.broker.http.inproc import register_rpc_ops
 from litemq.config import DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parse_host_port
+from litemq.security.tls import http_server_context
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -74,7 +75,7 @@ class HttpServer:
         port: the bound port after :meth:`start` (None when off or not bound).
 
     Raises:
-        ValueError: a malformed ``http.listen``.
+        ValueError: a malformed ``http.listen``; ``http.ssl.enabled`` without a usable keystore.
     """
 
     def __init__(self, runtime: "HttpRuntime") -> None:
@@ -85,18 +86,22 @@ class HttpServer:
         """False when no Kafka listener lets an unauthenticated client in (all SASL, or SSL with
         required client certificates): then the REST and console data endpoints need Basic auth
         too, so the HTTP port is no way around the listeners' authentication."""
+        self.ssl_context = http_server_context(runtime.config)
+        """HTTPS when ``http.ssl.enabled`` (the broker's keystore), else None (plain HTTP)."""
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str | None:
-        """``http://host:port`` of the running HTTP port, else None."""
+        """``http://host:port`` (``https://`` with ``http.ssl.enabled``) of the running HTTP
+        port, else None."""
         if self.port is None:
             return None
         host = self.endpoint[0] or "127.0.0.1"
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1"
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://[{host}]:{self.port}" if ":" in host else f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         """Bind and serve (nothing when off). A busy *default* address logs a warning and leaves
@@ -113,7 +118,8 @@ class HttpServer:
         runner = web.AppRunner(build_app(self.runtime, self.anonymous_allowed), access_log=None,
                                handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, host or None, port, reuse_address=True, backlog=128)
+        site = web.TCPSite(runner, host or None, port, reuse_address=True, backlog=128,
+                           ssl_context=self.ssl_context)
         try:
             await site.start()
         except OSError as exc:
