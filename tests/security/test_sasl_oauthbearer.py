@@ -487,8 +487,13 @@ def test_confluent_kafka_unsecured_tokens_and_acls(broker):
     topic = unique_name("oauth-ck")
     assert _produce_result(conf("alice"), topic) == [None]
     assert _produce_result(conf("alice"), GUARDED) == [None]
+    log_start = broker.log_path.stat().st_size
     denied = _produce_result(conf("mallory"), GUARDED)
     assert len(denied) == 1 and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    log = broker.log_path.read_bytes()[log_start:].decode(errors="replace")  # Kafka's authorizer audit line
+    assert ("INFO kafka.authorizer.logger: Principal = User:mallory is Denied operation = DESCRIBE from host = "
+            "127.0.0.1 on resource = ResourcePattern(resourceType=TOPIC, name=guarded, patternType=LITERAL) for "
+            "request = Metadata with resourceRefCount = 1") in log, log[-2000:]
     errors = []
     producer = Producer({**conf("alice", scope="other"), "error_cb": errors.append, "message.timeout.ms": 3000})
     producer.produce(topic, b"never")
