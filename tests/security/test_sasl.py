@@ -373,12 +373,12 @@ def test_handshake_v0_exchanges_raw_tokens(broker):
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (CI installs it with apt-get)")
-@pytest.mark.parametrize("mechanism,user,password", [CREDENTIALS[0], CREDENTIALS[3]])
+@pytest.mark.parametrize("mechanism,user,password", CREDENTIALS)
 def test_kcat_authenticates(broker, mechanism, user, password):
     """Debian's kcat (librdkafka 2.0.2) attempts SASL only when the broker's SaslHandshake range
-    includes v0 (its feature map), then uses v1 and SaslAuthenticate. (Its SCRAM repeats the
-    client nonce in its final message, librdkafka's bug before 2.6.1, which Kafka 4 and LiteMQ
-    refuse as RFC 5802 demands; its PLAIN logs in a JAAS user and a SCRAM user.)"""
+    includes v0 (its feature map), then uses v1 and SaslAuthenticate. Its SCRAM sends the client
+    nonce twice in the final message (librdkafka's bug before 2.6.1), which LiteMQ accepts as
+    Kafka 3.8.1-3.9 do (Kafka 4 refuses it)."""
     topic = unique_name("sasl-kcat")
     auth = ["-b", broker.bootstrap("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
             "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
@@ -386,3 +386,21 @@ def test_kcat_authenticates(broker, mechanism, user, password):
     out = subprocess.run(["kcat", "-C", "-t", topic, "-o", "beginning", "-e", "-q", *auth],
                          capture_output=True, check=True, timeout=60).stdout
     assert out.split() == [b"one", b"two"]
+
+
+def test_scram_final_nonce_must_hold_the_servers_whole_nonce(broker):
+    """The accepted librdkafka form is exactly client nonce + server nonce; a final message
+    that drops or alters any of the server's nonce still fails (RFC 5802, CVE-2024-56128)."""
+    for mangle in (lambda c, s: c, lambda c, s: s[:-1], lambda c, s: "x" + s, lambda c, s: c + c + s,
+                   lambda c, s: s + c):
+        with _wire(broker) as w:
+            client = scramp.ScramClient(["SCRAM-SHA-256"], SCRAM_USER, SCRAM_PASSWORD)
+            w.sasl_handshake("SCRAM-SHA-256")
+            first = client.get_client_first()
+            server_first = w.sasl_authenticate(first.encode()).auth_bytes.decode()
+            client.set_server_first(server_first)
+            c_nonce = first.split("r=", 1)[1]
+            s_nonce = server_first.split("r=", 1)[1].split(",", 1)[0]
+            final = client.get_client_final().replace(f"r={s_nonce}", f"r={mangle(c_nonce, s_nonce)}")
+            with pytest.raises(WireSaslError):
+                w.sasl_authenticate(final.encode())

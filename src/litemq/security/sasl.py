@@ -310,6 +310,13 @@ class ScramAuthenticator(Authenticator):
     ``ScramSaslServer``); SCRAM extensions (``tokenauth``, KIP-48 delegation tokens) are refused;
     a GS2 authzid (``n,a=NAME,``) different from the user fails with Kafka's message and an equal
     one is refused too (scramp accepts only an empty authzid).
+
+    librdkafka before 2.6.1 (Debian's and Ubuntu's packages, confluent-kafka < 2.6.1) sends its
+    client nonce twice in its final message: ``r=`` client nonce + the server's nonce (which
+    itself starts with the client nonce). Kafka 3.8.1-3.9 accept that (the CVE-2024-56128 fix
+    checks that the nonce ends with the server's); Kafka 4 refuses it, locking those clients
+    out. LiteMQ accepts exactly that form, nothing looser: the server's whole nonce is still
+    required (no replay), and the proof is checked over the message as the client sent it.
     """
 
     def __init__(self, mechanism: str, scram_lookup: ScramLookup) -> None:
@@ -318,6 +325,7 @@ class ScramAuthenticator(Authenticator):
         self.mechanism = mechanism
         self.scram_lookup = scram_lookup
         self._server = None
+        self._client_nonce = ""
 
     def _auth_fn(self, username: str):
         cred = self.scram_lookup(username, self.mechanism)
@@ -339,12 +347,20 @@ class ScramAuthenticator(Authenticator):
                 return self._server.get_server_first().encode()
             if self.complete:
                 raise SaslCredentialsError("SCRAM exchange already complete")
+            if self._librdkafka_doubled_nonce(text):  # scramp keeps the nonce as str or its Nonce type
+                self._server.nonce = type(self._server.nonce)(self._client_nonce + str(self._server.nonce))
             self._server.set_client_final(text)
             final = self._server.get_server_final().encode()
         except scramp.ScramException as exc:
             raise SaslCredentialsError(f"SCRAM: {exc}") from None
         self.complete = True
         return final
+
+    def _librdkafka_doubled_nonce(self, client_final: str) -> bool:
+        """True when the final message's nonce is librdkafka's (< 2.6.1) client nonce + server
+        nonce (see the class docstring)."""
+        nonce = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), None)
+        return bool(self._client_nonce) and nonce == self._client_nonce + str(self._server.nonce)
 
     def _check_client_first(self, text: str) -> None:
         # gs2-header "n,[a=authzid]," then client-first-bare "n=user,r=nonce[,ext=value...]"
@@ -354,6 +370,7 @@ class ScramAuthenticator(Authenticator):
             raise SaslCredentialsError("SCRAM client-first message without a GS2 header")
         attrs = bare.split(",")
         names = [a.partition("=")[0] for a in attrs]
+        self._client_nonce = next((a[2:] for a in attrs if a.startswith("r=")), "")
         if "tokenauth" in names:
             raise SaslCredentialsError("SCRAM tokenauth extension: delegation tokens are not supported")
         if authz:
