@@ -61,7 +61,8 @@ def test_option_lists_match_the_documentation():
     assert set(SOURCE_OPTIONS) - {"maxRecordsPerPartition"} == set(DOCUMENTED_SOURCE_OPTIONS)
     assert set(SINK_OPTIONS) == DOCUMENTED_SINK_OPTIONS
     assert EXTRA_OPTIONS == ("bootstrap.servers", "exactlyOnce", "value.format", "schema.registry.url",
-                             "schema.registry.basic.auth.user.info", "value.subject", "value.schema.version",
+                             "schema.registry.basic.auth.user.info", "schema.registry.bearer.auth.token",
+                             "schema.registry.ssl.ca.location", "value.subject", "value.schema.version",
                              "value.decode.mode")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import ssl
 import struct
 import urllib.error
 import urllib.request
@@ -64,12 +65,22 @@ _LOGICAL: dict[str, DataType] = {"date": DateType(), "timestamp-millis": Timesta
 
 
 class RegistryClient:
-    """GETs of a schema registry's REST API (``url``; ``user_info`` = ``user:password`` for
-    Basic auth). Picklable."""
+    """GETs of a schema registry's REST API. Picklable.
 
-    def __init__(self, url: str, user_info: str | None = None) -> None:
+    Args:
+        url: ``http(s)://host:port`` of the registry.
+        user_info: ``user:password`` for Basic auth.
+        bearer_token: an OAuth token for ``Authorization: Bearer`` (a LiteMQ broker accepts what
+            its OAUTHBEARER listeners accept).
+        ssl_ca_location: PEM CA bundle that verifies an https registry (None: the system's CAs).
+    """
+
+    def __init__(self, url: str, user_info: str | None = None, bearer_token: str | None = None,
+                 ssl_ca_location: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.user_info = user_info
+        self.bearer_token = bearer_token
+        self.ssl_ca_location = ssl_ca_location
 
     def get(self, path: str) -> Any:
         """The JSON answer of ``GET path``.
@@ -78,10 +89,15 @@ class RegistryClient:
             ValueError: the registry answered an error (its message), or could not be reached.
         """
         req = urllib.request.Request(self.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
-        if self.user_info:
+        if self.bearer_token:
+            req.add_header("Authorization", "Bearer " + self.bearer_token)
+        elif self.user_info:
             req.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
+        context = None
+        if self.url.startswith("https://"):
+            context = ssl.create_default_context(cafile=self.ssl_ca_location or None)
         try:
-            with urllib.request.urlopen(req, timeout=limits.SPARK_SCHEMA_REGISTRY_TIMEOUT_S) as r:
+            with urllib.request.urlopen(req, timeout=limits.SPARK_SCHEMA_REGISTRY_TIMEOUT_S, context=context) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
             raise ValueError(f"schema registry {self.url}{path}: {exc.code} {exc.read()[:300]!r}") from None

@@ -36,7 +36,8 @@ SOURCE_OPTIONS = (
 )
 SINK_OPTIONS = ("kafka.bootstrap.servers", "topic", "includeHeaders")
 EXTRA_OPTIONS = ("bootstrap.servers", "exactlyOnce", "value.format", "schema.registry.url",
-                 "schema.registry.basic.auth.user.info", "value.subject", "value.schema.version", "value.decode.mode")
+                 "schema.registry.basic.auth.user.info", "schema.registry.bearer.auth.token",
+                 "schema.registry.ssl.ca.location", "value.subject", "value.schema.version", "value.decode.mode")
 """Accepted in addition to Spark's names: ``bootstrap.servers`` without the ``kafka.`` prefix;
 ``exactlyOnce`` (sink, default true: transactional writes, see :mod:`litemq.spark.writer`); the
 ``value.*`` and ``schema.registry.*`` options of Avro values (source, :func:`avro_value_options`)."""
@@ -197,11 +198,16 @@ class AvroValueOptions:
     subject: str
     version: str
     permissive: bool
+    bearer_token: str | None = None
+    """``schema.registry.bearer.auth.token``: an OAuth token sent as ``Authorization: Bearer``."""
+    ssl_ca_location: str | None = None
+    """``schema.registry.ssl.ca.location``: PEM CA bundle of an https registry."""
 
 
 def avro_value_options(opts: dict) -> AvroValueOptions | None:
     """The Avro value options of a source (None with ``value.format`` unset or ``binary``):
     ``schema.registry.url`` (required), ``schema.registry.basic.auth.user.info``,
+    ``schema.registry.bearer.auth.token``, ``schema.registry.ssl.ca.location``,
     ``value.subject`` (default ``<topic>-value`` of the one subscribed topic),
     ``value.schema.version`` (default ``latest``), ``value.decode.mode`` (FAILFAST or PERMISSIVE).
 
@@ -232,7 +238,10 @@ def avro_value_options(opts: dict) -> AvroValueOptions | None:
     if mode not in ("FAILFAST", "PERMISSIVE"):
         raise OptionError(f"option value.decode.mode must be FAILFAST or PERMISSIVE, got {mode!r}")
     user_info = o.get("schema.registry.basic.auth.user.info")
-    return AvroValueOptions(url, str(user_info) if user_info else None, subject, version, mode == "PERMISSIVE")
+    token = o.get("schema.registry.bearer.auth.token")
+    ca = o.get("schema.registry.ssl.ca.location")
+    return AvroValueOptions(url, str(user_info) if user_info else None, subject, version, mode == "PERMISSIVE",
+                            str(token) if token else None, str(ca) if ca else None)
 
 
 def parse_source_options(opts: dict, *, streaming: bool) -> SourceOptions:

@@ -69,7 +69,8 @@ class LiteMQDataSource(DataSource):
             return None
         from litemq.spark.avro_values import RegistryClient
 
-        registry = RegistryClient(avro_opts.url, avro_opts.user_info)
+        registry = RegistryClient(avro_opts.url, avro_opts.user_info, avro_opts.bearer_token,
+                                  avro_opts.ssl_ca_location)
         _, text, refs = registry.version(avro_opts.subject, avro_opts.version)
         return avro_opts, registry, text, refs
 

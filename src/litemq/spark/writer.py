@@ -209,8 +209,8 @@ def _value_encoder(o: dict, topic: str | None):
         return None
     from litemq.spark.avro_values import RegistryClient, ValueEncoder
 
-    schema_id, text, refs = RegistryClient(avro_opts.url, avro_opts.user_info).version(avro_opts.subject,
-                                                                                        avro_opts.version)
+    registry = RegistryClient(avro_opts.url, avro_opts.user_info, avro_opts.bearer_token, avro_opts.ssl_ca_location)
+    schema_id, text, refs = registry.version(avro_opts.subject, avro_opts.version)
     return ValueEncoder(schema_id, text, refs)
 
 
