@@ -133,3 +133,37 @@ def test_a_session_with_a_lifetime_is_replaced_before_it_ends(setup):
         assert client._conns[leader] is not first[leader]  # a new connection, with a new token
     log = broker.log_path.read_bytes()[log_start:].decode(errors="replace")
     assert "SASL session of User:reader expired" not in log  # replaced before the broker had to close it
+
+
+def test_oidc_over_https_with_extensions(setup, tmp_path):
+    """``https.ca.location`` verifies an https token endpoint (librdkafka's setting), and
+    ``sasl.oauthbearer.extensions`` travel in the client message as KIP-342 extensions."""
+    import ssl as ssl_mod
+
+    from litemq.security.oauthbearer import parse_initial_response
+    from litemq.spark.wire_security import initial_response
+
+    broker, d, idp = setup
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "idp-ca.pem"))
+    server_tls = ssl_mod.SSLContext(ssl_mod.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    https_idp = OAuthProvider(CLIENTS, tls=server_tls)
+    https_idp._key, https_idp.kid = idp._key, idp.kid  # same signing key as the broker's provider
+    try:
+        conf = {**_configs(broker, d, idp)["OAUTHBEARER OIDC"], "sasl.oauthbearer.token.endpoint.url":
+                https_idp.token_url, "https.ca.location": str(tmp_path / "idp-ca.pem"),
+                "sasl.oauthbearer.extensions": "traceId=abc,logicalCluster=lkc-1"}
+        assert supports(conf)
+        with WireClient(conf["bootstrap.servers"], timeout_s=10, security=security_from_config(conf)) as client:
+            assert len(_values(client)) == N
+        assert https_idp.token_requests == 1
+        first = parse_initial_response(initial_response("t.k.n", conf["sasl.oauthbearer.extensions"]))
+        assert first.extensions == {"traceId": "abc", "logicalCluster": "lkc-1"}
+        untrusted = {**conf, "https.ca.location": str(d / "ca.pem"),  # the broker's CA, not the provider's
+                     "sasl.oauthbearer.client.id": "intruder", "sasl.oauthbearer.client.secret": CLIENTS["intruder"]}
+        with WireClient(conf["bootstrap.servers"], timeout_s=10, security=security_from_config(untrusted)) as client:
+            with pytest.raises(AuthError, match="no token from"):
+                client.fetch(TOPIC, 0, 0)
+    finally:
+        https_idp.close()

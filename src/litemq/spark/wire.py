@@ -112,7 +112,7 @@ class _Conn:
             except scramp.ScramException as exc:
                 raise AuthError(f"SASL {mechanism}: {exc}") from None
         else:  # OAUTHBEARER, RFC 7628: an error is a JSON challenge the client acknowledges with ^A
-            last = self._sasl(mechanism, f"n,,\x01auth=Bearer {sec.oauth_token()}\x01\x01".encode())
+            last = self._sasl(mechanism, sec.oauth_initial_response())
             if last.auth_bytes:
                 self._sasl(mechanism, b"\x01")
                 raise AuthError(f"SASL OAUTHBEARER: {bytes(last.auth_bytes).decode(errors='replace')}", 58)

@@ -13,8 +13,10 @@ client settings are librdkafka's, as in the ``kafka.*`` options:
   ``sasl.username``/``sasl.password`` (SCRAM by :mod:`scramp`, RFC 5802/7677), or
   ``OAUTHBEARER`` (RFC 7628) with librdkafka's OIDC client-credentials login
   (``sasl.oauthbearer.method=oidc``, ``.client.id``, ``.client.secret``,
-  ``.token.endpoint.url``, ``.scope``; KIP-768) or its unsecured development tokens
-  (``enable.sasl.oauthbearer.unsecure.jwt=true``, ``sasl.oauthbearer.config=principal=...``).
+  ``.token.endpoint.url``, ``.scope``; KIP-768; ``https.ca.location`` verifies an https token
+  endpoint) or its unsecured development tokens (``enable.sasl.oauthbearer.unsecure.jwt=true``,
+  ``sasl.oauthbearer.config=principal=...``); ``sasl.oauthbearer.extensions`` (``k=v,k2=v2``,
+  KIP-342) go with either.
 
 :func:`security_from_config` returns None for anything else (GSSAPI, a PKCS#12 keystore, an
 ``oauth_cb``...), and the reader falls back to confluent-kafka, which supports all of it.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
 import threading
 import time
@@ -38,7 +41,7 @@ SECURITY_SETTINGS = frozenset({
     "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
     "enable.sasl.oauthbearer.unsecure.jwt", "sasl.oauthbearer.config", "sasl.oauthbearer.method",
     "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.token.endpoint.url",
-    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions", "https.ca.location",
 })
 """Client settings this module understands (librdkafka names)."""
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -72,6 +75,7 @@ class Security:
     key_password: str = ""
     check_hostname: bool = True
     oauth: dict = field(default_factory=dict)
+    https_ca_location: str = ""
 
     def ssl_context(self) -> ssl.SSLContext:
         """The client TLS context (certificate verification always on; host names per
@@ -89,8 +93,13 @@ class Security:
             return _oidc_token(self.oauth["sasl.oauthbearer.token.endpoint.url"],
                                self.oauth["sasl.oauthbearer.client.id"],
                                self.oauth.get("sasl.oauthbearer.client.secret", ""),
-                               self.oauth.get("sasl.oauthbearer.scope", ""))
+                               self.oauth.get("sasl.oauthbearer.scope", ""), self.https_ca_location)
         return unsecured_jws(self.oauth.get("sasl.oauthbearer.config", ""))
+
+    def oauth_initial_response(self) -> bytes:
+        """The OAUTHBEARER client message (RFC 7628 section 3.1): the token and the
+        ``sasl.oauthbearer.extensions``. Raises AuthError."""
+        return initial_response(self.oauth_token(), self.oauth.get("sasl.oauthbearer.extensions", ""))
 
 
 def security_from_config(config: dict) -> Security | None:
@@ -120,7 +129,15 @@ def security_from_config(config: dict) -> Security | None:
                     certificate_location=get.get("ssl.certificate.location", ""),
                     key_location=get.get("ssl.key.location", ""), key_password=get.get("ssl.key.password", ""),
                     check_hostname=algorithm == "https",
-                    oauth={k: v for k, v in get.items() if "oauthbearer" in k})
+                    oauth={k: v for k, v in get.items() if "oauthbearer" in k},
+                    https_ca_location=get.get("https.ca.location", ""))
+
+
+def initial_response(token: str, extensions: str = "") -> bytes:
+    """``n,,^Aauth=Bearer TOKEN^A[KEY=VALUE^A]...^A`` with librdkafka's comma-separated
+    ``sasl.oauthbearer.extensions`` (``k=v,k2=v2``)."""
+    pairs = "".join(f"{item.strip()}\x01" for item in extensions.split(",") if "=" in item)
+    return f"n,,\x01auth=Bearer {token}\x01{pairs}\x01".encode()
 
 
 def _b64(data: dict) -> str:
@@ -144,7 +161,7 @@ _tokens: dict[tuple, tuple[str, float]] = {}
 _tokens_lock = threading.Lock()
 
 
-def _oidc_token(endpoint: str, client_id: str, client_secret: str, scope: str) -> str:
+def _oidc_token(endpoint: str, client_id: str, client_secret: str, scope: str, ca_location: str = "") -> str:
     """An access token by the OAuth 2 client-credentials grant (RFC 6749 section 4.4; HTTP
     Basic client authentication, as librdkafka), cached per executor process until 80 % of
     its lifetime (``expires_in``, else the JWT's ``exp``). Raises AuthError."""
@@ -160,8 +177,13 @@ def _oidc_token(endpoint: str, client_id: str, client_secret: str, scope: str) -
                                  headers={"Authorization": f"Basic {basic}",
                                           "Content-Type": "application/x-www-form-urlencoded",
                                           "Accept": "application/json"})
+    context = None
+    if endpoint.lower().startswith("https://"):
+        ca_file = ca_location if ca_location and not os.path.isdir(ca_location) else None
+        ca_dir = ca_location if ca_location and os.path.isdir(ca_location) else None
+        context = ssl.create_default_context(cafile=ca_file, capath=ca_dir)
     try:
-        with urllib.request.urlopen(req, timeout=TOKEN_FETCH_TIMEOUT_S) as resp:
+        with urllib.request.urlopen(req, timeout=TOKEN_FETCH_TIMEOUT_S, context=context) as resp:
             answer = json.loads(resp.read(1 << 20))
         token = answer["access_token"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
