@@ -119,14 +119,12 @@ def plain_user_sets(config) -> list[dict[str, str]]:
     return out
 
 
-def _oauthbearer_setting(config, listener: str | None, key: str) -> str:
-    """``listener.name.<l>.oauthbearer.<key>``, else ``listener.name.<l>.<key>``, else the
-    broker-wide ``key`` (Kafka's per-listener, per-mechanism form first)."""
+def _mechanism_setting(config, listener: str | None, mechanism: str, key: str) -> str:
+    """``listener.name.<l>.<mechanism lower case>.<key>``, else ``listener.name.<l>.<key>``, else
+    the broker-wide ``key`` (Kafka's order for per-mechanism SASL settings)."""
     own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
-    for candidate in (f"oauthbearer.{key}", key):
-        if candidate in own:
-            return own[candidate]
-    return _setting(config, None, key)
+    value = own.get(f"{mechanism.lower()}.{key}")
+    return value if value is not None else _setting(config, listener, key)
 
 
 @functools.lru_cache(maxsize=64)
@@ -167,10 +165,10 @@ def oauthbearer_validator(config, listener: str | None) -> Validator:
         ValueError: another handler class, a JAAS config of another login module or with a bad
             option, no or a bad JWKS URL.
     """
-    handler_class = _oauthbearer_setting(config, listener, "sasl.server.callback.handler.class").strip()
+    handler_class = _mechanism_setting(config, listener, OAUTHBEARER, "sasl.server.callback.handler.class").strip()
     own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
     jaas = own.get("oauthbearer.sasl.jaas.config") or _setting(config, None, "oauthbearer.sasl.jaas.config")
-    settings = tuple(_oauthbearer_setting(config, listener, f"sasl.oauthbearer.{key}") for key in (
+    settings = tuple(_mechanism_setting(config, listener, OAUTHBEARER, f"sasl.oauthbearer.{key}") for key in (
         "jwks.endpoint.url", "jwks.endpoint.refresh.ms", "jwks.endpoint.retry.backoff.ms", "expected.audience",
         "expected.issuer", "sub.claim.name", "scope.claim.name", "clock.skew.seconds"))
     return _validator(handler_class, jaas, settings)
@@ -193,11 +191,7 @@ def max_reauth_ms(config, listener: str | None, mechanism: str) -> int:
     """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the first set among
     ``listener.name.<l>.<mechanism lower case>.connections.max.reauth.ms``,
     ``listener.name.<l>.connections.max.reauth.ms`` and the broker-wide value (Kafka)."""
-    own = getattr(config, "listener_overrides", {}).get((listener or "").upper(), {})
-    value = own.get(f"{mechanism.lower()}.connections.max.reauth.ms")
-    if value is None:
-        value = _setting(config, listener, "connections.max.reauth.ms")
-    return int(value)
+    return int(_mechanism_setting(config, listener, mechanism, "connections.max.reauth.ms"))
 
 
 def validate(config) -> None:
