@@ -199,6 +199,29 @@ def test_bad_transaction_requests_get_kafka_error_codes(txn_broker):
         assert r.transaction_states[0].error_code in (E.TRANSACTIONAL_ID_NOT_FOUND, E.NOT_COORDINATOR)
 
 
+def test_abort_after_the_same_transaction_committed_is_refused(txn_broker):
+    """EndTxn(abort) of a transaction that committed is INVALID_TXN_STATE, as in Kafka, so an
+    application never believes it aborted what was committed. (The one abort let through after a
+    commit, a next transaction refused registration meanwhile, is in
+    tests/cluster/test_cluster_transactions.py.)"""
+    bs = txn_broker.bootstrap_servers
+    topic = name("abort-after-commit")
+    create_topics(bs, [topic], partitions=1)
+    tid = name("txn")
+    with WireClient("127.0.0.1", txn_broker.port) as w:
+        pid, epoch = _init_pid(w, tid)
+        assert _add(w, tid, pid, epoch, topic) == E.NONE
+        commit = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+        assert w.request(26, 3, commit).error_code == E.NONE
+        abort = dict(commit, committed=False)
+        deadline = time.monotonic() + 20
+        while (err := w.request(26, 3, abort).error_code) == E.CONCURRENT_TRANSACTIONS and time.monotonic() < deadline:
+            time.sleep(0.05)  # the commit's markers are being written
+        assert err == E.INVALID_TXN_STATE, E(err).name
+        assert w.request(26, 3, commit).error_code == E.NONE  # a retried commit is answered again
+        assert w.request(65, 0, {"transactional_ids": [tid]}).transaction_states[0].transaction_state == "CompleteCommit"
+
+
 def test_timed_out_transaction_is_aborted_and_its_producer_fenced(txn_broker):
     bs = txn_broker.bootstrap_servers
     topic = name("timeout")

@@ -81,6 +81,11 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     pending: bool = False
     """A state write or a marker round is in flight: other requests get CONCURRENT_TRANSACTIONS."""
+    next_txn_refused: bool = False
+    """An AddPartitionsToTxn/AddOffsetsToTxn got CONCURRENT_TRANSACTIONS while the previous
+    transaction's markers were being written (Prepare*): the producer has begun its next
+    transaction and the coordinator holds none of its partitions (see :meth:`end_txn`). In
+    memory only; cleared when a transaction starts or the producer id/epoch changes."""
 
     def to_value(self, **changes: Any) -> TxnLogValue:
         v = TxnLogValue(self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
@@ -92,6 +97,9 @@ class TransactionMetadata:
     def apply(self, v: TxnLogValue) -> None:
         if v.producer_id != self.producer_id:
             self.last_producer_id = self.producer_id
+        if (v.producer_id, v.producer_epoch) != (self.producer_id, self.producer_epoch) or v.state not in (
+                TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            self.next_txn_refused = False
         self.producer_id, self.producer_epoch, self.txn_timeout_ms = v.producer_id, v.producer_epoch, v.txn_timeout_ms
         self.state, self.partitions, self.last_update_ms, self.start_ms = v.state, v.partitions, v.last_update_ms, v.start_ms
 
@@ -340,8 +348,10 @@ class TransactionCoordinator:
         err, meta = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if err:
             return err
-        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                                          TxnState.PREPARE_EPOCH_FENCE):
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            meta.next_txn_refused = True
+            return E.CONCURRENT_TRANSACTIONS
+        if meta.pending or meta.state is TxnState.PREPARE_EPOCH_FENCE:
             return E.CONCURRENT_TRANSACTIONS
         if meta.state is TxnState.ONGOING and meta.has_partitions(partitions):
             return E.NONE
@@ -367,9 +377,7 @@ class TransactionCoordinator:
         return E.NONE
 
     # ================================================================== EndTxn
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
-        """EndTxn (Kafka ``handleEndTransaction``): answered once Prepare* is committed; the
-        markers and Complete* follow in the background."""
+    async def _end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         err, meta = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if err:
             return err
@@ -385,16 +393,38 @@ class TransactionCoordinator:
             self._spawn(self._complete(meta, commit))
             return E.NONE
         if state is TxnState.COMPLETE_COMMIT:
+            if not commit and meta.next_txn_refused:
+                # librdkafka (confluentinc/librdkafka#4849) sends EndTxn(abort) for a transaction
+                # whose AddPartitionsToTxn was refused while the previous one completed: that
+                # transaction holds no partition and wrote no record, so aborting it is a no-op.
+                # Kafka answers INVALID_TXN_STATE, fatal for the producer. Only this proven case
+                # is let through: an abort after a commit of the same transaction still fails.
+                log.info("EndTxn(abort) of transactional id %s: its transaction holds no partition "
+                         "(AddPartitionsToTxn refused during the previous commit); nothing to abort",
+                         transactional_id)
+                return E.NONE
             return E.NONE if commit else E.INVALID_TXN_STATE
         if state is TxnState.COMPLETE_ABORT:
             return E.NONE if not commit else E.INVALID_TXN_STATE
         if state is TxnState.PREPARE_COMMIT:
-            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+            return E.CONCURRENT_TRANSACTIONS if commit or meta.next_txn_refused else E.INVALID_TXN_STATE
         if state is TxnState.PREPARE_ABORT:
             return E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE
         if state is TxnState.PREPARE_EPOCH_FENCE:
             return E.PRODUCER_FENCED
         return E.INVALID_TXN_STATE  # Empty, Dead
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        """EndTxn (Kafka ``handleEndTransaction``): answered once Prepare* is committed; the
+        markers and Complete* follow in the background. A refusal for the transaction's state
+        (INVALID_TXN_STATE, fatal for the producer) is logged with that state."""
+        err = await self._end_txn(transactional_id, producer_id, producer_epoch, commit)
+        if err == E.INVALID_TXN_STATE:
+            meta = self.txns.get(transactional_id)
+            log.warning("EndTxn(%s) of transactional id %s (producer %d epoch %d) refused in state %s",
+                        "commit" if commit else "abort", transactional_id, producer_id, producer_epoch,
+                        meta.state.name if meta is not None else "-")
+        return err
 
     def _fence_and_abort(self, meta: TransactionMetadata, reason: str) -> None:
         """Bump the epoch and abort the ongoing transaction with it (Kafka
