@@ -29,6 +29,19 @@ def test_quotas_replicate_and_every_broker_enforces_them(tmp_path):
                 {"entity": [{"entity_type": "client-id", "entity_name": "capped"}],
                  "ops": [{"key": "producer_byte_rate", "value": 10000.0, "remove": False}]}]})
         assert [e.error_code for e in resp.entries] == [0]
+        # NaN and infinities: INVALID_REQUEST on a broker that forwards the change to the metadata
+        # leader (JSON cannot carry them; the broker closed the connection, found by fuzzing
+        # test_every_request_answered against a cluster) as on the leader itself
+        leader_id = cluster.metadata_leader()
+        for node in (leader_id, next(n for n in cluster.node_ids if n != leader_id)):
+            with WireClient("127.0.0.1", cluster.node(node).port) as w:
+                resp = w.request(49, 1, {"validate_only": False, "entries": [
+                    {"entity": [{"entity_type": "client-id", "entity_name": f"odd-{i}"}],
+                     "ops": [{"key": "request_percentage", "value": value, "remove": False}]}
+                    for i, value in enumerate((float("inf"), float("nan"), float("-inf")))]})
+            assert [(e.error_code, e.error_message) for e in resp.entries] == [
+                (42, f"Configuration request_percentage must be a non-negative number, not {text}")
+                for text in ("inf", "nan", "-inf")], node
         wanted = {(("client-id", "capped"),): {"producer_byte_rate": 10000.0}}
         for node in cluster.node_ids:
             wait_for(lambda node=node: _quotas(cluster.node(node).port) == wanted, 15,

@@ -31,6 +31,7 @@ Rules (Kafka 3.9 ``AclApis``, ``KafkaApis``, ``AclControlManager``, ``ScramContr
 from __future__ import annotations
 
 import logging
+import math
 
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.authz import authorize
@@ -160,10 +161,18 @@ def handle_describe_client_quotas(ctx, req) -> dict:
     return out
 
 
+def _quota_value(value: float) -> float | str:
+    """A quota value as the metadata change carries it. JSON (the broker-to-broker RPC and the
+    metadata log) has no NaN or infinity, so those travel as their text, which the validation
+    refuses with INVALID_REQUEST as it refuses the number itself."""
+    return value if math.isfinite(value) else repr(value)
+
+
 async def handle_alter_client_quotas(ctx, req) -> dict:
-    """AlterClientQuotas v0-1 (KIP-546): one result per entry, in request order."""
+    """AlterClientQuotas v0-1 (KIP-546): one result per entry, in request order; a value that is
+    not a finite number >= 0 is INVALID_REQUEST, on any broker of a cluster."""
     entries = [[[[e.entity_type, e.entity_name] for e in entry.entity],
-                [[op.key, op.value, bool(op.remove)] for op in entry.ops]] for entry in req.entries]
+                [[op.key, _quota_value(op.value), bool(op.remove)] for op in entry.ops]] for entry in req.entries]
     n = len(entries)
     if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER):
         results = [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_MESSAGE]] * n
