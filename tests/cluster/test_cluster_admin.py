@@ -7,7 +7,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from litemq.limits import MAX_PARTITIONS_PER_TOPIC
 from litemq.testing.cluster import LocalCluster, wait_for
+from litemq.testing.wire import WireClient
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,3 +56,16 @@ def test_manual_replica_assignments(tmp_path):
         assert code(admin.create_partitions([NewPartitions("manual", 5, replica_assignment=[[1, 9]])])[
             "manual"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
         assert len(_replicas(admin, "manual")) == 4
+
+        # A count beyond limits.MAX_PARTITIONS_PER_TOPIC is INVALID_PARTITIONS on every broker,
+        # validate_only or not (found by fuzzing test_every_request_answered against a cluster:
+        # 2**31 - 1 made the metadata leader place two billion partitions and stop answering).
+        for node in cluster.node_ids:
+            for validate_only in (True, False):
+                with WireClient("127.0.0.1", cluster.node(node).port) as w:
+                    r = w.request(37, 1, {"topics": [{"name": "manual", "count": 2**31 - 1, "assignments": None}],
+                                          "timeout_ms": 5000, "validate_only": validate_only})
+                assert [(x.error_code, x.error_message) for x in r.results] == [
+                    (KafkaError.INVALID_PARTITIONS, f"number of partitions must be in 1..{MAX_PARTITIONS_PER_TOPIC}")]
+        admin.create_partitions([NewPartitions("manual", 5)], operation_timeout=15)["manual"].result(30)
+        wait_for(lambda: len(_replicas(admin, "manual")) == 5, 15, "the metadata leader stopped answering")

@@ -89,6 +89,9 @@ class ClusterAdmin:
                 if count <= info.num_partitions:
                     raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                      ErrorCode.INVALID_PARTITIONS)
+                if count > limits.MAX_PARTITIONS_PER_TOPIC:  # before placing them: 2**31 would hang the leader
+                    raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                                     ErrorCode.INVALID_PARTITIONS)
                 rf = img.replication_factor(info.name)  # not counting a move's adding replicas
                 if args.get("assignments") is not None:  # CreatePartitions manual assignment
                     new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,

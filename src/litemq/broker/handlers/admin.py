@@ -188,6 +188,9 @@ async def handle_create_partitions(ctx, req) -> dict:
             if t.count <= info.num_partitions:
                 raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                  ErrorCode.INVALID_PARTITIONS)
+            if t.count > limits.MAX_PARTITIONS_PER_TOPIC:
+                raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                                 ErrorCode.INVALID_PARTITIONS)
             manual = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
             if req.validate_only:
                 if manual is not None:
