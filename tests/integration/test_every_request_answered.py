@@ -73,9 +73,9 @@ def _ask(port: int, api_key: int, version: int, body: dict):
     return msg
 
 
-@settings(max_examples=1500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_every_well_formed_request_is_answered(broker, advertised, data):
+def draw_and_ask(data, broker: BrokerProcess, advertised: list[tuple[int, int]], where: str = "") -> None:
+    """Draw one of the ``advertised`` (api key, version) pairs and a body for it, send it to
+    ``broker`` and fail the test unless it is answered and the broker lives on."""
     api_key, version = data.draw(st.sampled_from(advertised), label="api")
     body = _capped(data.draw(_body(api_key, version), label="body"))
     if api_key == 0:
@@ -83,8 +83,14 @@ def test_every_well_formed_request_is_answered(broker, advertised, data):
     try:
         _ask(broker.port, api_key, version, body)
     except (ConnectionError, socket.timeout) as exc:
-        pytest.fail(f"api {api_key} v{version} not answered ({exc}): {body!r}"[:2000])
+        pytest.fail(f"{where}api {api_key} v{version} not answered ({exc}): {body!r}"[:2000])
     assert broker.alive()
+
+
+@settings(max_examples=1500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_well_formed_request_is_answered(broker, advertised, data):
+    draw_and_ask(data, broker, advertised)
 
 
 def test_metadata_v10_v11_with_topic_ids_is_invalid_request(broker):
