@@ -82,9 +82,14 @@ def _check_share_coordinator(cluster, group: str, topic: str) -> None:
     index = partition_for(ShareStateKey(group, topic_id, 0).coordinator_key(), state_partitions)
     state_leader = cluster.wait_leaders(SHARE_STATE_TOPIC, state_partitions)[index]
     for node in cluster.node_ids:
-        with WireClient("127.0.0.1", cluster.node(node).port) as w:
-            found = w.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "gq:not-a-topic-id:0"]}).coordinators
-        assert [(c.error_code, c.node_id) for c in found] == [(0, state_leader), (42, -1)], (node, found)
+        def answer(node=node):
+            with WireClient("127.0.0.1", cluster.node(node).port) as w:
+                found = w.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "gq:not-a-topic-id:0"]})
+            return [(c.error_code, c.node_id) for c in found.coordinators]
+        # a broker that has not yet heard who leads the state partition answers the retriable
+        # COORDINATOR_NOT_AVAILABLE (15), as Kafka does; the clients ask again
+        wait_for(lambda node=node: answer(node) == [(0, state_leader), (42, -1)], 15,
+                 lambda node=node: f"broker {node}: {answer(node)}")
 
 
 def test_share_partition_state_survives_a_leader_sigkill(tmp_path):
