@@ -173,11 +173,22 @@ def _log_tail(path: Path, chars: int = 2000) -> str:
         return "(no log)"
 
 
+def _exited(pid: int) -> bool:
+    """True when ``pid``, a broker this command spawned, has exited (and reap it). Asked of the
+    kernel with ``waitpid``: reading ``/proc`` once took a starting broker for gone. A pid that
+    is not this process's child is judged by :func:`_is_our_broker`."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return not _is_our_broker(pid)
+    return done != 0
+
+
 def _start_failure(nodes: list[dict]) -> str | None:
     """The error of the first of ``nodes`` (``cluster.json`` entries just started) whose process
     exited, with the end of its log; None while all run."""
     for nd in nodes:
-        if not _is_our_broker(nd["pid"]):
+        if _exited(nd["pid"]):
             return f"broker {nd['node_id']} exited during start-up; end of {nd['log']}:\n{_log_tail(Path(nd['log']))}"
     return None
 
