@@ -22,6 +22,7 @@ from litemq.cluster.image import (
     manual_partition_assignments,
     manual_topic_assignments,
 )
+from litemq.cluster.metadata import validate_partition_count, validate_topic_name
 from litemq.cluster.reassignment import completion_record, plan_reassignment
 from litemq.cluster.placement import assign_replicas_rack_aware
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -89,9 +90,7 @@ class ClusterAdmin:
                 if count <= info.num_partitions:
                     raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                      ErrorCode.INVALID_PARTITIONS)
-                if count > limits.MAX_PARTITIONS_PER_TOPIC:  # before placing them: 2**31 would hang the leader
-                    raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                                     ErrorCode.INVALID_PARTITIONS)
+                validate_partition_count(count)  # before placing them
                 rf = img.replication_factor(info.name)  # not counting a move's adding replicas
                 if args.get("assignments") is not None:  # CreatePartitions manual assignment
                     new = manual_partition_assignments(args["assignments"], info.num_partitions, count, rf,
@@ -148,8 +147,6 @@ class ClusterAdmin:
         return {n: brokers[n].rack if n in brokers else None for n in node_ids}
 
     def _create_topic_record(self, args: dict) -> dict:
-        from litemq.cluster.metadata import validate_topic_name
-
         name = args["name"]
         validate_topic_name(name)
         if name in self.image.topics:
@@ -157,9 +154,7 @@ class ClusterAdmin:
         n = int(args["num_partitions"])
         if n == -1:
             n = self.config.num_partitions
-        if not 1 <= n <= limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                             ErrorCode.INVALID_PARTITIONS)
+        validate_partition_count(n)
         rf = int(args["replication_factor"])
         if rf == -1:
             rf = min(self.config.default_replication_factor, len(self._live_ids()))

@@ -55,7 +55,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from litemq import limits
-from litemq.cluster.metadata import TopicInfo, validate_topic_name
+from litemq.cluster.metadata import TopicInfo, validate_partition_count, validate_topic_name
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
@@ -222,9 +222,8 @@ def manual_topic_assignments(assignments, registered, live) -> list[list[int]]:
         KafkaError(INVALID_PARTITIONS): more than ``limits.MAX_PARTITIONS_PER_TOPIC`` partitions.
     """
     registered, live = set(registered), set(live)
-    if len(assignments) > limits.MAX_PARTITIONS_PER_TOPIC:
-        raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                         ErrorCode.INVALID_PARTITIONS)
+    if assignments:  # none at all is INVALID_REPLICA_ASSIGNMENT below
+        validate_partition_count(len(assignments))
     by_index: dict[int, list[int]] = {}
     rf: int | None = None
     for index, broker_ids in assignments:
@@ -391,8 +390,7 @@ class MetadataImage:
         if name in self.topics:
             raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
         assignments = [[int(r) for r in a] for a in rec["assignments"]]
-        if not 1 <= len(assignments) <= limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError("bad partition count", ErrorCode.INVALID_PARTITIONS)
+        validate_partition_count(len(assignments))
         info = TopicInfo(name, uuid.UUID(rec["topic_id"]), len(assignments), dict(rec.get("configs") or {}),
                          bool(rec.get("internal", False)), assignments)
         self.topics[name] = info
@@ -415,8 +413,9 @@ class MetadataImage:
         new = [[int(r) for r in a] for a in rec["assignments"]]
         if int(rec.get("first", info.num_partitions)) != info.num_partitions:
             raise KafkaError("partition count changed concurrently", ErrorCode.INVALID_PARTITIONS)
-        if not new or info.num_partitions + len(new) > limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError("bad partition count", ErrorCode.INVALID_PARTITIONS)
+        if not new:
+            raise KafkaError("no partitions to add", ErrorCode.INVALID_PARTITIONS)
+        validate_partition_count(info.num_partitions + len(new))
         first = info.num_partitions
         info.assignments = info.assignments + new
         info.num_partitions = len(info.assignments)

@@ -81,6 +81,20 @@ def validate_topic_name(name: str) -> None:
                          ErrorCode.INVALID_TOPIC_EXCEPTION)
 
 
+def validate_partition_count(count: int) -> None:
+    """A topic's partition count, as created or grown, is 1..``limits.MAX_PARTITIONS_PER_TOPIC``.
+
+    Checked before any placement: a count from the wire (CreateTopics, CreatePartitions) such as
+    2**31 - 1 would otherwise have the metadata leader place two billion partitions.
+
+    Raises:
+        KafkaError(INVALID_PARTITIONS): ``count`` outside that range.
+    """
+    if not 1 <= count <= limits.MAX_PARTITIONS_PER_TOPIC:
+        raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
+                         ErrorCode.INVALID_PARTITIONS)
+
+
 class ClusterMetadata:
     """The persisted metadata of a single-broker cluster.
 
@@ -182,9 +196,7 @@ class ClusterMetadata:
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-        if not 1 <= num_partitions <= limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                             ErrorCode.INVALID_PARTITIONS)
+        validate_partition_count(num_partitions)
         info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs), internal)
         self.topics[name] = info
         self._by_id[info.topic_id] = info
@@ -204,9 +216,7 @@ class ClusterMetadata:
         if count <= info.num_partitions:
             raise KafkaError(f"topic {name!r} has {info.num_partitions} partitions; "
                              f"the count can only grow", ErrorCode.INVALID_PARTITIONS)
-        if count > limits.MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(f"at most {limits.MAX_PARTITIONS_PER_TOPIC} partitions",
-                             ErrorCode.INVALID_PARTITIONS)
+        validate_partition_count(count)
         info.num_partitions = count
         self._save()
 

@@ -29,6 +29,7 @@ from litemq.broker.handlers.security_admin import metadata_change
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
 from litemq.cluster.image import manual_partition_assignments, manual_topic_assignments
+from litemq.cluster.metadata import validate_partition_count
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.client_metrics import INTERVAL_MS, MATCH, METRICS
 from litemq.security.client_quotas import CONTROLLER_MUTATION_RATE
@@ -188,9 +189,7 @@ async def handle_create_partitions(ctx, req) -> dict:
             if t.count <= info.num_partitions:
                 raise KafkaError(f"topic has {info.num_partitions} partitions; the count can only grow",
                                  ErrorCode.INVALID_PARTITIONS)
-            if t.count > limits.MAX_PARTITIONS_PER_TOPIC:
-                raise KafkaError(f"number of partitions must be in 1..{limits.MAX_PARTITIONS_PER_TOPIC}",
-                                 ErrorCode.INVALID_PARTITIONS)
+            validate_partition_count(t.count)
             manual = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
             if req.validate_only:
                 if manual is not None:
