@@ -181,6 +181,18 @@ class Op:
 
 
 # ============================================================== setups and state (super user)
+def _eventually(check: Callable[[], bool], timeout_s: float = FAST_TIMEOUT_S) -> bool:
+    """Whether ``check`` holds within ``timeout_s``. An acks=1 answer comes before the fsync that
+    moves the high watermark (the durable default), and a commit's markers follow EndTxn's answer
+    (as in Kafka), so the high watermark may take a moment to show an allowed write."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _topic(c):
     c.admin.create_topic(c.topic)
 
@@ -209,7 +221,7 @@ OPS: dict[str, Op] = {o.name: o for o in [
     Op("list_topics", (Need(T, O.DESCRIBE, FILTERED),), setup=_topic, listed=lambda c, v: c.topic in v),
     Op("describe_topics", (Need(T, O.DESCRIBE),), setup=_topic),
     Op("produce", (Need(T, O.WRITE),), setup=_topic, state=lambda c: c.admin.offsets(c.topic),
-       allowed=lambda c, v: c.admin.offsets(c.topic)[1] == 1),
+       allowed=lambda c, v: _eventually(lambda: c.admin.offsets(c.topic)[1] == 1)),
     Op("consume_commit", (Need(T, O.READ), Need(G, O.READ)), setup=_topic_records, any_first=True,
        state=lambda c: c.admin.committed(c.group, c.topic),
        allowed=lambda c, v: c.admin.committed(c.group, c.topic) >= 1 and v == b"v"),
@@ -228,7 +240,7 @@ OPS: dict[str, Op] = {o.name: o for o in [
        allowed=lambda c, v: c.group not in c.admin.list_groups()),
     Op("transaction", (Need(X, O.WRITE), Need(T, O.WRITE)), setup=_topic,
        state=lambda c: c.admin.offsets(c.topic),
-       allowed=lambda c, v: c.admin.offsets(c.topic)[1] >= 2),  # the record and the commit marker
+       allowed=lambda c, v: _eventually(lambda: c.admin.offsets(c.topic)[1] >= 2)),  # the record and the commit marker
     Op("describe_cluster", (Need(C, O.DESCRIBE, NO_OPERATIONS),)),
     Op("create_acls", (Need(C, O.ALTER),), state=lambda c: c.admin.acls_on(R.TOPIC, _acl_target(c)),
        allowed=lambda c, v: len(c.admin.acls_on(R.TOPIC, _acl_target(c))) == 1),
