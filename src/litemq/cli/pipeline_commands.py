@@ -28,7 +28,6 @@ def _progress_ui(enabled: bool):
                     TextColumn("{task.fields[lines]:>10,} lines"), TextColumn("{task.fields[rate]:>9,.0f} lines/s"),
                     TextColumn("{task.fields[mb]:>8.1f} MB"), TimeElapsedColumn(), console=err, transient=False)
     tasks: dict[str, tuple[int, list]] = {}
-    t0 = time.monotonic()
 
     def on_progress(src, n, nbytes):
         if src.name not in tasks:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path

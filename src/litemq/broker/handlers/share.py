@@ -170,7 +170,7 @@ async def handle_share_fetch(ctx, req) -> dict:
     if epoch == -1:
         share.close_session(group_id, member_id)
     else:
-        add, refused = [], []
+        add = []
         for t in req.topics:
             name = ids.get(t.topic_id)
             for p in t.partitions:
