@@ -16,6 +16,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import javaproperties
+
 from litemq.limits import (
     MAX_LISTENERS_PER_BROKER,
     MAX_PARTITIONS_PER_TOPIC,
@@ -852,14 +854,21 @@ def parse_host_port(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, i
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java-style ``.properties`` file (``key=value`` or ``key: value``, ``#`` comments)."""
-    out: dict[str, str] = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ValueError(f"{path}: cannot parse line {line!r}")
-        out[line[:sep].strip()] = line[sep + 1 :].strip()
-    return out
+    """Read a Java ``.properties`` file, as ``java.util.Properties.load`` does (the format of
+    Kafka's ``server.properties`` and of its clients' ``--command-config`` files).
+
+    Parsed by the ``javaproperties`` library: ``key=value``, ``key: value`` or ``key value``,
+    ``#``/``!`` comments, a line ending in an odd number of backslashes continued on the next one
+    (its leading whitespace dropped), and the ``\\t``/``\\n``/``\\uXXXX`` escapes. Values are
+    stripped of surrounding whitespace. Returns key -> value; a key given twice keeps its last value.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the file is not valid text (a bad ``\\u`` escape or undecodable bytes).
+    """
+    try:
+        with open(path, encoding="utf-8") as fp:
+            props = javaproperties.load(fp)
+    except (UnicodeDecodeError, javaproperties.InvalidUEscapeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return {key.strip(): value.strip() for key, value in props.items()}
