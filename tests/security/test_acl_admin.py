@@ -358,3 +358,38 @@ def test_three_brokers_see_credentials_and_acls_made_through_any_broker(tmp_path
             port = cluster.node(n).port
             wait_for(lambda port=port: _wire_acls(port) == [] and _wire_users(port) == {}, 15,
                      f"changes on broker {n}")
+
+
+def test_cli_produce_without_write_fails_in_one_line(tmp_path):
+    """A principal that may describe a topic but not write it: ``litemq produce`` fails with one
+    line and exit 1. With ``--acks all`` (idempotent) InitProducerId is refused
+    CLUSTER_AUTHORIZATION_FAILED, as Kafka refuses it without IdempotentWrite or Write on any topic
+    (KIP-679), and librdkafka raises it as a fatal error from ``flush()`` while running the delivery
+    callbacks (that once ended in a SystemError traceback); with ``--acks 1`` the records are
+    refused TOPIC_AUTHORIZATION_FAILED."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret";')
+    overrides = {**SECURED, "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
+    with BrokerProcess(tmp_path / "data", overrides=overrides,
+                       listeners={"PLAINTEXT": 0, "SASL_PLAINTEXT": 0}) as proc:
+        plain = ["-b", proc.bootstrap("PLAINTEXT")]
+        t = unique_name("ro")
+        _cli("topic", "create", t, *plain)
+        _cli("acl", "add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+             "--topic", t, *plain)
+        conf = tmp_path / "alice.properties"
+        conf.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+                        '    username="alice" password="alice-secret";\n')
+        alice = ["-b", proc.bootstrap("SASL_PLAINTEXT"), "--command-config", str(conf)]
+        env = {k: v for k, v in os.environ.items() if k != "LITEMQ_CLIENT_CONFIG"}
+        res = subprocess.run([sys.executable, "-m", "litemq.cli", "produce", t, *alice], input="hi\n",
+                             capture_output=True, text=True, timeout=60, env=env)
+        errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert len(errors) == 1 and "Cluster authorization failed" in errors[0], res.stderr
+        assert "IdempotentWrite" in errors[0]
+        res = subprocess.run([sys.executable, "-m", "litemq.cli", "produce", t, "--acks", "1", *alice],
+                             input="hi\n", capture_output=True, text=True, timeout=60, env=env)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == "error: delivery failed: Broker: Topic authorization failed"

@@ -324,7 +324,13 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
                 break
         remaining = producer.flush(CLIENT_TIMEOUT_S * 3)
     except KafkaException as exc:
-        raise CliError(_reason(exc)) from None
+        raise CliError(_produce_failure(exc)) from None
+    except SystemError as exc:
+        # confluent-kafka runs on_delivery with a fatal error's KafkaException still pending, and
+        # the callback's first call into the C extension turns it into this SystemError
+        if not isinstance(exc.__cause__, KafkaException):
+            raise
+        raise CliError(_produce_failure(exc.__cause__)) from None
     finally:
         if path:
             stream.close()
@@ -333,6 +339,16 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
     if remaining:
         raise CliError(f"{remaining} record(s) not acknowledged in time")
     err_console_print(f"produced {delivered} record(s) to {topic_name}")
+
+
+def _produce_failure(exc: BaseException) -> str:
+    """One line for a producer's fatal error; a refused idempotent producer id says what it needs."""
+    reason = _reason(exc)
+    err = exc.args[0] if exc.args else None
+    if getattr(err, "code", lambda: None)() == 31 and "idempotence PID" in reason:  # CLUSTER_AUTHORIZATION_FAILED
+        reason += (" (with --acks all the producer is idempotent: it needs IdempotentWrite on the cluster "
+                   "or Write on a topic; --acks 1 does not)")
+    return reason
 
 
 def err_console_print(text: str) -> None:
