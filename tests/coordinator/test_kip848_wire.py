@@ -476,3 +476,26 @@ def test_confluent_regex_subscription(broker):
             assert describe(w, "grx").members[0].subscribed_topic_regex == "(^orders-.*)"  # librdkafka joins with |
     finally:
         c.close()
+
+
+def test_cli_names_the_assigning_and_reconciling_states(broker):
+    """confluent-kafka's ConsumerGroupState has no Assigning/Reconciling (it says UNKNOWN):
+    ``litemq group list`` and ``group describe`` show Kafka's name, from ConsumerGroupDescribe."""
+    import subprocess
+    import sys
+
+    broker.create("t", 4)
+    with WireClient("127.0.0.1", broker.port) as c:
+        join(c, "g")
+        join(c, "g")  # the first member still owns every partition: the group reconciles
+        assert describe(c, "g").group_state == "Reconciling"
+
+        def cli(*args: str) -> str:
+            res = subprocess.run([sys.executable, "-m", "litemq.cli", "group", *args, "-b", broker.bootstrap_servers],
+                                 capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": ""})
+            assert res.returncode == 0, res.stderr
+            return res.stdout
+
+        rows = [[cell.strip() for cell in line.strip("│ ").split("│")] for line in cli("list").splitlines()]
+        assert ["g", "consumer", "Reconciling", "no"] in rows, rows
+        assert "state Reconciling" in cli("describe", "g")

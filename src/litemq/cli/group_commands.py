@@ -29,6 +29,9 @@ def _result(fut, what: str):
 
 
 def _state_name(state) -> str:
+    """confluent-kafka's ConsumerGroupState -> Kafka's state name. Its enum has no KIP-848
+    ``Assigning``/``Reconciling``: those come back as ``Unknown``, and the callers ask the group's
+    coordinator (ConsumerGroupDescribe) for the name instead."""
     name = getattr(state, "name", str(state))
     return {"PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance"}.get(
         name, name.capitalize())
@@ -128,8 +131,11 @@ def group_list(bootstrap) -> None:
     res = _result(admin.list_consumer_groups(request_timeout=CLIENT_TIMEOUT_S), "cannot list groups")
     table = make_table("GROUP", "TYPE", "STATE", "SIMPLE")
     for g in sorted(res.valid, key=lambda g: g.group_id):
-        table.add_row(g.group_id, _type_name(getattr(g, "type", None)), _state_name(g.state),
-                      "yes" if g.is_simple_consumer_group else "no")
+        kind, state = _type_name(getattr(g, "type", None)), _state_name(g.state)
+        if kind == "consumer" and state == "Unknown":
+            epochs = _consumer_group_epochs(bootstrap, _describe(admin, g.group_id))
+            state = epochs.group_state if epochs is not None else state
+        table.add_row(g.group_id, kind, state, "yes" if g.is_simple_consumer_group else "no")
     console.print(table)
 
 
@@ -152,7 +158,11 @@ def group_describe(group_id, bootstrap) -> None:
         raise CliError(f"group {group_id!r} does not exist")
     ends = _list_offsets(admin, partitions, OffsetSpec.latest())
     kind = _type_name(getattr(desc, "type", None))
-    console.print(f"group [bold]{group_id}[/]  type {kind}  state {_state_name(desc.state)}  assignor "
+    epochs = _consumer_group_epochs(bootstrap, desc) if kind == "consumer" else None
+    state = _state_name(desc.state)
+    if state == "Unknown" and epochs is not None:
+        state = epochs.group_state
+    console.print(f"group [bold]{group_id}[/]  type {kind}  state {state}  assignor "
                   f"{desc.partition_assignor or '-'}  members {len(desc.members)}")
     table = make_table("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
     for tp in partitions:
@@ -165,7 +175,6 @@ def group_describe(group_id, bootstrap) -> None:
     for m in idle:
         console.print(f"member {m.member_id} ({m.client_id}, {m.host}) has no partitions")
     if kind == "consumer":
-        epochs = _consumer_group_epochs(bootstrap, desc)
         if epochs is None:
             console.print("(member epochs unavailable: ConsumerGroupDescribe could not be asked of the coordinator)")
             return
