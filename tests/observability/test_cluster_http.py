@@ -50,6 +50,13 @@ def test_http_port_on_every_broker_of_a_cluster(tmp_path):
                    for p in parts)
         brokers = get_json(f"{url(ids[2])}/brokers")["data"]
         assert sorted(b["broker_id"] for b in brokers) == ids
+        # a broker's configs are asked of that broker, replicas come from metadata, from any broker
+        for node in ids:
+            own = get_json(f"{url(ids[0])}/brokers/{node}/configs/node.id")
+            assert (own["broker_id"], own["value"]) == (node, str(node)), own
+            replicas = get_json(f"{url(node)}/topics/{TOPIC}/partitions/0/replicas")["data"]
+            assert sorted(r["broker_id"] for r in replicas) == ids
+            assert [r["broker_id"] for r in replicas if r["is_leader"]] == [leaders[0]]
 
         # a group committed before each partition's record: lag 1 per partition, from any broker
         c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": GROUP, "enable.auto.commit": False})

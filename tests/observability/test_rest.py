@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -237,13 +239,21 @@ def test_http_requests_follow_the_acls_of_user_anonymous(tmp_path):
         assert get_json(f"{url}/topics/readonly/partitions/0")["high_watermark"] == 0  # READ implies DESCRIBE
         assert get_json(f"{url}/topics/readonly/partitions/0/records")["data"] == []
 
-        # reassignments need DESCRIBE on the cluster (ListPartitionReassignments' ACL)
+        # ACLs (DescribeAcls' filters by Confluent's names) and reassignments need DESCRIBE on the cluster
+        found = get_json(url + "/acls?resource_type=topic&resource_name=readonly&pattern_type=LITERAL")["data"]
+        assert sorted((a["resource_name"], a["principal"], a["operation"], a["permission"]) for a in found) == [
+            ("readonly", "User:ANONYMOUS", "READ", "ALLOW"), ("readonly", "User:ANONYMOUS", "WRITE", "DENY")]
+        assert len(get_json(url + "/acls")["data"]) == 3
+        assert len(get_json(url + "/acls?permission=DENY&operation=describe")["data"]) == 1
+        status, _, body = http("GET", url + "/acls?operation=FLY")
+        assert status == 400 and "operation" in json.loads(body)["message"], body
         assert get_json(url + "/topics/-/partitions/-/reassignment")["data"] == []
         deny = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
                           AclOperation.DESCRIBE, AclPermissionType.DENY)
         admin.create_acls([deny])[deny].result(15)
         status, _, body = http("GET", url + "/topics/-/partitions/-/reassignment")
         assert status == 403 and json.loads(body)["error_code"] == 40301, body
+        assert http("GET", url + "/acls")[0] == 403
         refused = get_json(broker.http_url + "/console/api/reassignments")
         assert refused["error_code"] == 31 and refused["reassignments"] == []  # CLUSTER_AUTHORIZATION_FAILED
 
@@ -345,3 +355,119 @@ def test_kip848_group_is_described_through_consumer_group_describe(broker):
         assert all(x["lag"] == 0 and x["consumer_id"] == g["members"][0]["member_id"] for x in lags)
     finally:
         c.close()
+
+
+def _links(value, origin: str):
+    """Every ``related``/``self`` URL of ``origin`` in a JSON answer."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in ("related", "self") and isinstance(v, str) and v.startswith(origin):
+                yield v
+            else:
+                yield from _links(v, origin)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _links(v, origin)
+
+
+def test_every_link_the_api_answers_resolves(broker):
+    """Crawl the v3 API from ``/v3/clusters`` through every ``related`` and ``self`` link (a
+    group with a live member and committed offsets in it): each answers 200, but a partition's
+    ``reassignment`` (404: none in progress, as Confluent's GetReassignment) and ``acls`` (400:
+    this broker has no authorizer, Kafka's SECURITY_DISABLED)."""
+    from confluent_kafka import Consumer
+
+    bs = broker.bootstrap_servers
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(6):
+        p.produce(TOPIC, f"crawl-{i}".encode(), partition=i % 3)
+    assert p.flush(15) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": "rest-crawl", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([TOPIC])
+    try:
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+        c.commit(asynchronous=False)
+        origin = broker.http_url
+        seen, todo, answers = set(), [origin + "/v3/clusters"], {}
+        while todo and len(seen) < 400:
+            url = todo.pop()
+            if url in seen or "/records" in url:
+                continue
+            seen.add(url)
+            status, _, body = http("GET", url)
+            answers[url] = status
+            if status == 200:
+                todo.extend(_links(json.loads(body), origin))
+        bad = {u: s for u, s in answers.items() if s != 200
+               and not (u.endswith("/reassignment") and s == 404) and not (u.endswith("/acls") and s == 400)}
+        assert not bad, bad
+        paths = {u.split("/v3/clusters/")[-1].split("/", 1)[-1] for u in answers}
+        for wanted in ("brokers/1/configs", "brokers/1/partition-replicas", "broker-configs", f"topics/{TOPIC}/configs",
+                       f"topics/{TOPIC}/partitions/0/replicas", f"topics/{TOPIC}/partitions/0/replicas/1",
+                       "consumer-groups/rest-crawl/consumers", "consumer-groups/rest-crawl/lag-summary"):
+            assert wanted in paths, sorted(paths)
+        assert any("/consumers/" in u for u in answers)
+    finally:
+        c.close()
+
+
+def test_configs_replicas_and_lag_summary(broker):
+    _, url = _cluster(broker)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    topic = "rest-configs"
+    admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "3600000"})])[topic].result(15)
+
+    configs = {c["name"]: c for c in get_json(f"{url}/topics/{topic}/configs")["data"]}
+    assert configs["retention.ms"]["value"] == "3600000" and configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert not configs["retention.ms"]["is_default"]
+    assert {"name": "log.retention.ms", "value": "604800000", "source": "DEFAULT_CONFIG"} in \
+        configs["retention.ms"]["synonyms"]
+    one = get_json(f"{url}/topics/{topic}/configs/cleanup.policy")
+    assert (one["kind"], one["topic_name"], one["value"], one["source"], one["is_default"]) == \
+        ("KafkaTopicConfig", topic, "delete", "DEFAULT_CONFIG", True)
+    assert http("GET", f"{url}/topics/{topic}/configs/no.such.config")[0] == 404
+    assert http("GET", f"{url}/topics/no-such-topic/configs")[0] == 404
+
+    broker_configs = {c["name"]: c for c in get_json(f"{url}/brokers/1/configs")["data"]}
+    assert broker_configs["log.retention.ms"]["value"] == "604800000" and broker_configs["log.retention.ms"]["broker_id"] == 1
+    assert http("GET", f"{url}/brokers/7/configs")[0] == 404
+    assert get_json(f"{url}/broker-configs")["data"] == []  # no cluster-wide dynamic config yet
+    def broker_defaults(*args: str) -> None:  # confluent-kafka refuses the default broker resource ("")
+        res = subprocess.run([sys.executable, "-m", "litemq.cli", "config", "alter", "--broker-defaults", *args,
+                              "-b", broker.bootstrap_servers], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+
+    broker_defaults("--set", "log.retention.ms=86400000")
+    try:
+        [cluster_config] = get_json(f"{url}/broker-configs")["data"]
+        assert (cluster_config["kind"], cluster_config["name"], cluster_config["value"], cluster_config["source"],
+                cluster_config["config_type"]) == ("KafkaClusterConfig", "log.retention.ms", "86400000",
+                                                   "DYNAMIC_DEFAULT_BROKER_CONFIG", "BROKER")
+        assert get_json(f"{url}/brokers/1/configs/log.retention.ms")["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    finally:
+        broker_defaults("--delete", "log.retention.ms")
+
+    [replica] = get_json(f"{url}/topics/{topic}/partitions/1/replicas")["data"]
+    assert (replica["kind"], replica["broker_id"], replica["is_leader"], replica["is_in_sync"]) == \
+        ("KafkaReplica", 1, True, True)
+    assert http("GET", f"{url}/topics/{topic}/partitions/1/replicas/2")[0] == 404
+    held = {(r["topic_name"], r["partition_id"]) for r in get_json(f"{url}/brokers/1/partition-replicas")["data"]}
+    assert {(topic, 0), (topic, 1)} <= held
+
+    # lag summary: 5 records in partition 0, 2 in partition 1, the group committed 1 and 0
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(7):
+        p.produce(topic, b"x", partition=0 if i < 5 else 1)
+    assert p.flush(15) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rest-lag"})
+    c.commit(offsets=[TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 0)], asynchronous=False)
+    c.close()
+    summary = get_json(f"{url}/consumer-groups/rest-lag/lag-summary")
+    assert (summary["max_lag"], summary["total_lag"], summary["max_lag_topic_name"], summary["max_lag_partition_id"]) \
+        == (4, 6, topic, 0)

@@ -6,7 +6,16 @@ Paths (``{cid}`` is the cluster id that ``GET /v3/clusters`` lists):
 - ``GET .../topics``, ``GET .../topics/{topic}``, ``GET .../topics/{topic}/partitions``,
   ``GET .../topics/{topic}/partitions/{p}``
 - ``POST .../topics/{topic}/records``: produce (Confluent's request and delivery-report bodies)
-- ``GET .../consumer-groups``, ``GET .../consumer-groups/{g}``, ``GET .../consumer-groups/{g}/lags``
+- ``GET .../consumer-groups``, ``GET .../consumer-groups/{g}``, ``GET .../consumer-groups/{g}/lags``,
+  ``GET .../consumer-groups/{g}/lag-summary``, ``GET .../consumer-groups/{g}/consumers``,
+  ``GET .../consumer-groups/{g}/consumers/{consumer_id}``
+- ``GET .../topics/{topic}/configs[/{name}]``, ``GET .../brokers/{id}/configs[/{name}]``,
+  ``GET .../broker-configs[/{name}]`` (the cluster-wide dynamic broker configs): DescribeConfigs
+  v4, a broker's own configs asked of that broker
+- ``GET .../topics/{topic}/partitions/{p}/replicas[/{broker_id}]``,
+  ``GET .../brokers/{id}/partition-replicas``: the replicas, the leader and the ISR from metadata
+- ``GET .../acls?resource_type=&resource_name=&pattern_type=&principal=&host=&operation=&permission=``:
+  DescribeAcls v3 (Confluent's names for the filters, each ANY when absent)
 - ``GET .../topics/-/partitions/-/reassignment`` (every reassignment in progress),
   ``GET .../topics/{topic}/partitions/-/reassignment`` (a topic's),
   ``GET .../topics/{topic}/partitions/{p}/reassignment`` (one; 404 when none is in progress):
@@ -50,10 +59,11 @@ from aiohttp import web
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker.http import reassignments, schema_serde, views
-from litemq.broker.http.inproc import PRODUCE, HttpCaller, PeerUnavailable, call_api
+from litemq.broker.http.inproc import DESCRIBE_ACLS, DESCRIBE_CONFIGS, PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
 from litemq.protocol.partitioner import partition_for_key
 from litemq.protocol.records import build_batch
+from litemq.security.acls import AclPermissionType, PatternType
 from litemq.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
@@ -68,7 +78,8 @@ RETRIABLE_KAFKA_ERRORS = frozenset({
     ErrorCode.NETWORK_EXCEPTION})
 CLIENT_KAFKA_ERRORS = frozenset({
     ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TOPIC_EXCEPTION,
-    ErrorCode.INVALID_TIMESTAMP, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.OFFSET_OUT_OF_RANGE})
+    ErrorCode.INVALID_TIMESTAMP, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.OFFSET_OUT_OF_RANGE,
+    ErrorCode.SECURITY_DISABLED})
 EMBEDDED_TYPES = ("BINARY", "STRING", "JSON")
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
 
@@ -104,6 +115,15 @@ def kafka_error(code: int, what: str) -> RestError:
     if code in RETRIABLE_KAFKA_ERRORS:
         return RestError(503, f"Retriable Kafka error: {what}: {name}", 50003)
     return RestError(500, f"Kafka error: {what}: {name}", 50002)
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+"""DescribeConfigs resource types (Kafka ``ConfigResource.Type``)."""
+CONFIG_SOURCE_DEFAULT = 5
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+"""DescribeConfigs ``ConfigSource`` codes -> the names Confluent's REST API answers."""
 
 
 # ------------------------------------------------------------------ helpers
@@ -163,7 +183,20 @@ class RestApi:
                 web.get(r + "/topics/{topic}/partitions/{partition}/reassignment", self.reassignments),
                 web.post(r + "/topics/{topic}/records", self.produce),
                 web.get(r + "/consumer-groups", self.list_groups), web.get(r + "/consumer-groups/{group}", self.get_group),
-                web.get(r + "/consumer-groups/{group}/lags", self.group_lags)]
+                web.get(r + "/consumer-groups/{group}/lags", self.group_lags),
+                web.get(r + "/consumer-groups/{group}/lag-summary", self.group_lag_summary),
+                web.get(r + "/consumer-groups/{group}/consumers", self.group_consumers),
+                web.get(r + "/consumer-groups/{group}/consumers/{consumer}", self.group_consumer),
+                web.get(r + "/topics/{topic}/configs", self.topic_configs),
+                web.get(r + "/topics/{topic}/configs/{name}", self.topic_configs),
+                web.get(r + "/brokers/{broker_id}/configs", self.broker_configs),
+                web.get(r + "/brokers/{broker_id}/configs/{name}", self.broker_configs),
+                web.get(r + "/broker-configs", self.cluster_configs),
+                web.get(r + "/broker-configs/{name}", self.cluster_configs),
+                web.get(r + "/topics/{topic}/partitions/{partition}/replicas", self.partition_replicas),
+                web.get(r + "/topics/{topic}/partitions/{partition}/replicas/{broker_id}", self.partition_replicas),
+                web.get(r + "/brokers/{broker_id}/partition-replicas", self.broker_replicas),
+                web.get(r + "/acls", self.list_acls)]
 
     # ---------------------------------------------------------------- shapes
     @property
@@ -369,6 +402,183 @@ class RestApi:
                  "log_end_offset": o["log_end_offset"], "lag": o["lag"], "consumer_id": o["consumer_id"],
                  "instance_id": o["instance_id"], "client_id": o["client_id"]} for o in g["offsets"]]
         return web.json_response(self._list("KafkaConsumerLagList", url, data))
+
+    async def group_lag_summary(self, request: web.Request) -> web.Response:
+        """Confluent's KafkaConsumerGroupLagSummary: the largest lag (its partition and consumer)
+        and the sum of all lags of the group's committed partitions."""
+        g = await self._described_group(request)
+        url = f"{self._cluster_url(request)}/consumer-groups/{g['group_id']}"
+        lags = [o for o in g["offsets"] if o["lag"] is not None and o["lag"] >= 0]  # -1: end unknown
+        top = max(lags, key=lambda o: o["lag"], default=None)
+        body = {"kind": "KafkaConsumerGroupLagSummary",
+                "metadata": {"self": f"{url}/lag-summary",
+                             "resource_name": self._crn(f"consumer-group={g['group_id']}", "lag-summary")},
+                "cluster_id": self.cluster_id, "consumer_group_id": g["group_id"],
+                "max_lag_consumer_id": top["consumer_id"] if top else "",
+                "max_lag_instance_id": top["instance_id"] if top else None,
+                "max_lag_client_id": top["client_id"] if top else "",
+                "max_lag_topic_name": top["topic"] if top else "",
+                "max_lag_partition_id": top["partition"] if top else 0,
+                "max_lag": top["lag"] if top else 0, "total_lag": sum(o["lag"] for o in lags),
+                "max_lag_consumer": ({"related": f"{url}/consumers/{top['consumer_id']}"}
+                                     if top and top["consumer_id"] else None),
+                "max_lag_partition": ({"related": f"{self._cluster_url(request)}/topics/{top['topic']}/partitions/"
+                                                 f"{top['partition']}"} if top else None)}
+        return web.json_response(body)
+
+    def _consumer(self, request: web.Request, group_id: str, m: dict) -> dict:
+        url = f"{self._cluster_url(request)}/consumer-groups/{group_id}/consumers/{m['member_id']}"
+        return {"kind": "KafkaConsumer",
+                "metadata": {"self": url, "resource_name": self._crn(f"consumer-group={group_id}",
+                                                                     f"consumer={m['member_id']}")},
+                "cluster_id": self.cluster_id, "consumer_group_id": group_id, "consumer_id": m["member_id"],
+                "instance_id": m.get("instance_id"), "client_id": m.get("client_id", ""),
+                # LiteMQ additions: the member's host and its partitions ({topic: [partition, ...]})
+                "client_host": m.get("client_host", ""), "assignment": m.get("assignment", {})}
+
+    async def group_consumers(self, request: web.Request) -> web.Response:
+        g = await self._described_group(request)
+        url = f"{self._cluster_url(request)}/consumer-groups/{g['group_id']}/consumers"
+        return web.json_response(self._list("KafkaConsumerList", url,
+                                            [self._consumer(request, g["group_id"], m) for m in g["members"]]))
+
+    async def group_consumer(self, request: web.Request) -> web.Response:
+        g = await self._described_group(request)
+        for m in g["members"]:
+            if m["member_id"] == request.match_info["consumer"]:
+                return web.json_response(self._consumer(request, g["group_id"], m))
+        raise RestError(404, f"Consumer {request.match_info['consumer']} cannot be found.")
+
+    # ---------------------------------------------------------------- configs
+    async def _describe_configs(self, request: web.Request, resource_type: int, resource_name: str,
+                                node_id: int | None = None) -> list:
+        """DescribeConfigs v4 of one resource (on broker ``node_id``): its config entries, with synonyms.
+
+        Raises:
+            RestError: the resource's error (403 refused, 404 unknown topic), or 503 when
+                ``node_id`` does not answer.
+        """
+        body = {"resources": [{"resource_type": resource_type, "resource_name": resource_name,
+                               "configuration_keys": None}], "include_synonyms": True, "include_documentation": False}
+        try:
+            resp = await call_api(self.runtime, DESCRIBE_CONFIGS, body, node_id=node_id, caller=caller_of(request))
+        except PeerUnavailable as exc:
+            raise RestError(503, str(exc), 50003) from None
+        [result] = resp.results
+        if result.error_code:
+            raise kafka_error(result.error_code, f"describe configs of {resource_name or 'the cluster'}")
+        return list(result.configs)
+
+    def _configs(self, request: web.Request, kind: str, url: str, entries: list, ids: dict) -> web.Response:
+        """A config list of ``kind`` (``KafkaTopicConfig``...), or one config when the path names it."""
+        def one(c) -> dict:
+            return {"kind": kind, "metadata": {"self": f"{url}/{c.name}", "resource_name": None},
+                    "cluster_id": self.cluster_id, **ids, "name": c.name, "value": c.value,
+                    "is_default": c.config_source == CONFIG_SOURCE_DEFAULT, "is_read_only": c.read_only,
+                    "is_sensitive": c.is_sensitive, "source": CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
+                    "synonyms": [{"name": y.name, "value": y.value, "source": CONFIG_SOURCES.get(y.source, "UNKNOWN")}
+                                 for y in (c.synonyms or [])]}
+        name = request.match_info.get("name")
+        if name is None:
+            return web.json_response(self._list(kind + "List", url, [one(c) for c in entries]))
+        for c in entries:
+            if c.name == name:
+                return web.json_response(one(c))
+        raise RestError(404, f"Config {name} cannot be found.")
+
+    async def topic_configs(self, request: web.Request) -> web.Response:
+        self._cid(request)
+        info = self._describable(request, request.match_info["topic"])
+        entries = await self._describe_configs(request, TOPIC_RESOURCE, info.name)
+        return self._configs(request, "KafkaTopicConfig", f"{self._cluster_url(request)}/topics/{info.name}/configs",
+                             entries, {"topic_name": info.name})
+
+    def _broker_id(self, request: web.Request) -> int:
+        raw = request.match_info["broker_id"]
+        if not any(str(b["broker_id"]) == raw for b in views.brokers(self.runtime)):
+            raise RestError(404, f"Broker {raw} cannot be found.")
+        return int(raw)
+
+    async def broker_configs(self, request: web.Request) -> web.Response:
+        self._cid(request)
+        broker_id = self._broker_id(request)
+        entries = await self._describe_configs(request, BROKER_RESOURCE, str(broker_id), node_id=broker_id)
+        return self._configs(request, "KafkaBrokerConfig", f"{self._cluster_url(request)}/brokers/{broker_id}/configs",
+                             entries, {"broker_id": broker_id})
+
+    async def cluster_configs(self, request: web.Request) -> web.Response:
+        """Confluent's cluster configs: the dynamic broker configs every broker takes
+        (DescribeConfigs of the default BROKER resource, ``kafka-configs --entity-default``)."""
+        self._cid(request)
+        entries = await self._describe_configs(request, BROKER_RESOURCE, "")
+        return self._configs(request, "KafkaClusterConfig", f"{self._cluster_url(request)}/broker-configs",
+                             entries, {"config_type": "BROKER"})
+
+    # ---------------------------------------------------------------- replicas
+    def _replica(self, request: web.Request, topic: str, p: dict, broker_id: int) -> dict:
+        url = f"{self._cluster_url(request)}/topics/{topic}/partitions/{p['partition_index']}/replicas/{broker_id}"
+        return {"kind": "KafkaReplica",
+                "metadata": {"self": url, "resource_name": self._crn(f"topic={topic}", f"partition={p['partition_index']}",
+                                                                     f"replica={broker_id}")},
+                "cluster_id": self.cluster_id, "topic_name": topic, "partition_id": p["partition_index"],
+                "broker_id": broker_id, "is_leader": p["leader_id"] == broker_id,
+                "is_in_sync": broker_id in p["isr_nodes"],
+                "broker": {"related": f"{self._cluster_url(request)}/brokers/{broker_id}"}}
+
+    async def partition_replicas(self, request: web.Request) -> web.Response:
+        self._cid(request)
+        info = self._describable(request, request.match_info["topic"])
+        index = self._partition_index(request, info)
+        p = views.partitions(self.runtime, info)[index]
+        data = [self._replica(request, info.name, p, b) for b in p["replica_nodes"]]
+        raw = request.match_info.get("broker_id")
+        if raw is None:
+            return web.json_response(self._list(
+                "KafkaReplicaList", f"{self._cluster_url(request)}/topics/{info.name}/partitions/{index}/replicas", data))
+        for r in data:
+            if str(r["broker_id"]) == raw:
+                return web.json_response(r)
+        raise RestError(404, f"Replica {raw} of {info.name}-{index} cannot be found.")
+
+    async def broker_replicas(self, request: web.Request) -> web.Response:
+        """Every replica broker ``broker_id`` holds, of the topics the caller may describe."""
+        self._cid(request)
+        broker_id = self._broker_id(request)
+        data = [self._replica(request, info.name, p, broker_id)
+                for info in views.describable_topics(self.runtime, caller_of(request))
+                for p in views.partitions(self.runtime, info) if broker_id in p["replica_nodes"]]
+        return web.json_response(self._list(
+            "KafkaReplicaList", f"{self._cluster_url(request)}/brokers/{broker_id}/partition-replicas", data))
+
+    # ---------------------------------------------------------------- ACLs
+    async def list_acls(self, request: web.Request) -> web.Response:
+        """Confluent's SearchClusterAcls: DescribeAcls v3 with the query's filters (Confluent's names
+        and values, e.g. ``resource_type=TOPIC&operation=READ``; ANY when absent). 400 for an
+        unknown value, 403 without DESCRIBE on the cluster."""
+        self._cid(request)
+        q = request.query
+
+        def code(param: str, enum_cls) -> int:
+            text = q.get(param, "ANY").upper()
+            try:
+                return int(enum_cls[text])
+            except KeyError:
+                raise RestError(400, f"{param}: unknown value {q.get(param)!r} (one of "
+                                     f"{', '.join(m.name for m in enum_cls if m.name != 'UNKNOWN')})") from None
+
+        body = {"resource_type_filter": code("resource_type", ResourceType),
+                "resource_name_filter": q.get("resource_name"), "pattern_type_filter": code("pattern_type", PatternType),
+                "principal_filter": q.get("principal"), "host_filter": q.get("host"),
+                "operation": code("operation", AclOperation), "permission_type": code("permission", AclPermissionType)}
+        resp = await call_api(self.runtime, DESCRIBE_ACLS, body, caller=caller_of(request))
+        if resp.error_code:
+            raise kafka_error(resp.error_code, "describe ACLs")
+        data = [{"kind": "KafkaAcl", "metadata": {"self": None}, "cluster_id": self.cluster_id,
+                 "resource_type": ResourceType(r.resource_type).name, "resource_name": r.resource_name,
+                 "pattern_type": PatternType(r.pattern_type).name, "principal": a.principal, "host": a.host,
+                 "operation": AclOperation(a.operation).name, "permission": AclPermissionType(a.permission_type).name}
+                for r in resp.resources for a in r.acls]
+        return web.json_response(self._list("KafkaAclDataList", f"{self._cluster_url(request)}/acls", data))
 
     # ---------------------------------------------------------------- read records
     async def read_records(self, request: web.Request) -> web.Response:
