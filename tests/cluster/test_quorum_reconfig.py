@@ -114,3 +114,37 @@ def test_add_and_remove_metadata_voters(tmp_path):
         assert elected in survivors, elected
         assert [v.replica_id for v in _quorum(cluster, survivors[0]).current_voters] == [2, 3, 4]
         _create_topic(cluster, survivors[1], "after-leader-kill")
+
+
+def test_a_removed_and_decommissioned_voter_registers_again_when_restarted(tmp_path):
+    """Broker 1 leaves the metadata quorum (remove-controller) and is decommissioned, so the
+    metadata leader drops it as an observer and no longer sends it the log. Restarted with its
+    ``--peers`` as before, it knows no leader and nobody sends to it: it must find the leader
+    itself (a voter it asks names it) and register again, as docs/cluster.md says and as a Kafka
+    broker does through ``controller.quorum.bootstrap.servers`` (it becomes an observer again,
+    knows the leader, and serves Metadata with every broker)."""
+    with LocalCluster(tmp_path, 3) as cluster:
+        cluster.wait_ready()
+        cluster.add_broker(4)
+        wait_for(lambda: _members(cluster, 2) == ([1, 2, 3], [4]), 30,
+                 lambda: f"broker 4 an observer: {_members(cluster, 2)}")
+        b = cluster.node(2).bootstrap_servers
+        for args in (("add-controller", "--controller-id", "4", "--timeout-ms", "30000"),
+                     ("remove-controller", "--controller-id", "1")):
+            out = _litemq("cluster", *args, "-b", b)
+            assert out.returncode == 0, out.stderr
+        out = _litemq("broker", "decommission", "1", "-b", b, "--timeout", "60")
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: _members(cluster, 3) == ([2, 3, 4], []), 30,
+                 lambda: f"voters 2,3,4 and no observer: {_members(cluster, 3)}")
+
+        cluster.kill(1)
+        cluster.restart(1, timeout_s=60)  # the metadata leader reports it live again
+        wait_for(lambda: _members(cluster, 3) == ([2, 3, 4], [1]), 30,
+                 lambda: f"broker 1 an observer again: {_members(cluster, 3)}")
+        leader = cluster.metadata_leader()
+        wait_for(lambda: (cluster.status(1).get("metadata") or {}).get("leader_id") == leader, 30,
+                 lambda: f"broker 1 knows the metadata leader {leader}: {cluster.status(1).get('metadata')}")
+        with _wire(cluster, 1) as w:
+            assert sorted(br.node_id for br in w.request(3, 12, {"topics": None}).brokers) == [1, 2, 3, 4]
+        _create_topic(cluster, 1, "after-restart")

@@ -147,6 +147,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self._quorum_changing = False
         """Metadata leader: an AddRaftVoter/RemoveRaftVoter is running (one at a time, KIP-853)."""
         self._told_unregistered = False
+        self._heartbeat_probe = 0  # which peer a heartbeat without a known leader goes to next
         self.incarnation = uuid.uuid4().hex
         """This broker process's id in its registration (new at each start): a broker unregistered
         while it runs (``broker decommission``) does not register again until it restarts."""
@@ -749,6 +750,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     resp = self._handle_heartbeat(req)
                 elif leader is not None:
                     resp = await self.transport.rpc(leader, req, max(interval * 2, 0.5))
+                else:
+                    resp = await self._heartbeat_without_leader(req, max(interval * 2, 0.5))
             except (ConnectionError, asyncio.TimeoutError):
                 resp = None
             if resp and resp.get("registered") is False and not self._told_unregistered:
@@ -768,6 +771,33 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                 await asyncio.wait_for(self._heartbeat_now.wait(), interval)
             except asyncio.TimeoutError:
                 pass
+
+    async def _heartbeat_without_leader(self, req: dict, timeout_s: float) -> dict | None:
+        """A heartbeat while this broker knows no metadata leader: to the next broker it has an
+        address of (in turn, one a beat), then to the leader that one names, if any.
+
+        The metadata leader sends its log only to voters and registered brokers, so a broker that
+        left the quorum and was unregistered while it was down (``remove-controller``, then
+        ``broker decommission``) would never hear of a leader again after a restart; its heartbeat
+        registers it again, and the leader then adds it as an observer (KRaft's brokers find the
+        leader through ``controller.quorum.bootstrap.servers`` the same way). During an election
+        it costs one RPC a beat, answered NOT_CONTROLLER.
+
+        Returns:
+            the leader's answer, a non-leader's NOT_CONTROLLER answer, or None (no peer known).
+        Raises:
+            ConnectionError, asyncio.TimeoutError: the asked broker is not reachable.
+        """
+        candidates = sorted(n for n in self.transport.peers if n != self.node_id)
+        if not candidates:
+            return None
+        target = candidates[self._heartbeat_probe % len(candidates)]
+        self._heartbeat_probe += 1
+        resp = await self.transport.rpc(target, req, timeout_s)
+        hint = resp.get("leader_id") if isinstance(resp, dict) and resp.get("error") else None
+        if isinstance(hint, int) and hint not in (self.node_id, target) and hint in self.transport.peers:
+            resp = await self.transport.rpc(hint, req, timeout_s)
+        return resp
 
     async def refresh_leaders(self, timeout_s: float) -> None:
         """Heartbeat the metadata leader now (out of turn) and wait for its answer, which
@@ -798,8 +828,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
     async def on_rpc(self, peer_id: int | None, req: dict) -> dict:
         op = req.get("op")
         if op == "heartbeat":
-            if not self.meta.node.is_leader:
-                return {"error": ErrorCode.NOT_CONTROLLER, "message": "not the metadata leader"}
+            if not self.meta.node.is_leader:  # names the leader it knows, for a broker that knows none
+                return {"error": ErrorCode.NOT_CONTROLLER, "message": "not the metadata leader",
+                        "leader_id": self.meta.node.leader_id}
             return self._handle_heartbeat(req)
         if op == "admin":
             if peer_id is None or peer_id < 0:
