@@ -234,3 +234,11 @@ def synonyms(key: str, static: BrokerConfig, per_broker: dict[str, str], default
 
 _STOCK = BrokerConfig()
 """LiteMQ's defaults (what DEFAULT_CONFIG reports)."""
+
+
+def stock_value(key: str) -> str | None:
+    """Broker config ``key``'s own default as a string (None: unset by default, or unknown)."""
+    try:
+        return value_of(key, _STOCK, {}, {})
+    except AttributeError:  # not a setting LiteMQ has
+        return None

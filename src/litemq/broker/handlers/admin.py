@@ -24,7 +24,7 @@ from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
-from litemq.broker.config_types import broker_config_type, topic_config_type
+from litemq.broker.config_types import ConfigType, broker_config_type, topic_config_type
 from litemq.broker.handlers.security_admin import metadata_change
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
@@ -33,7 +33,7 @@ from litemq.cluster.metadata import validate_partition_count
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.client_metrics import INTERVAL_MS, MATCH, METRICS
 from litemq.security.client_quotas import CONTROLLER_MUTATION_RATE
-from litemq.storage.config import INTERNAL_TOPIC_CONFIGS
+from litemq.storage.config import INTERNAL_TOPIC_CONFIGS, LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_CLIENT_METRIC
 _CLIENT_METRICS_CONFIG_TYPES = {METRICS: 7, INTERVAL_MS: 3, MATCH: 7}  # DescribeConfigs v3+ ConfigType: LIST, INT
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_STOCK_TOPIC_CONFIGS = dict(LogConfig().to_kafka_configs())
+"""Topic configs' own defaults (Kafka's ``LogConfig`` defaults, no broker setting applied)."""
 
 
 class MutationQuota:
@@ -83,6 +85,33 @@ class MutationQuota:
         return ms
 
 
+DUPLICATE_TOPIC_NAME, DUPLICATE_TOPIC_ID = "Duplicate topic name.", "Duplicate topic id."
+"""Kafka's answer (INVALID_REQUEST) to a name or id that more than one entry of a CreateTopics,
+CreatePartitions or DeleteTopics request carries: one result for it, and it is not acted on."""
+
+
+def _repeated(keys) -> set:
+    """The keys that occur more than once in ``keys``."""
+    seen, repeated = set(), set()
+    for k in keys:
+        (repeated if k in seen else seen).add(k)
+    return repeated
+
+
+def _first_of_each(items, key, repeated: set, duplicate_result):
+    """``items`` in order, but each key of ``repeated`` once, as ``(item, duplicate_result(item))``
+    (``(item, None)`` for the rest): a repeated key is answered once, at its first place."""
+    answered = set()
+    for item in items:
+        k = key(item)
+        if k in repeated:
+            if k not in answered:
+                answered.add(k)
+                yield item, duplicate_result(item)
+        else:
+            yield item, None
+
+
 async def handle_create_topics(ctx, req) -> dict:
     runtime = ctx.runtime
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
@@ -92,7 +121,12 @@ async def handle_create_topics(ctx, req) -> dict:
         ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     config_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, creatable)
     quota = MutationQuota(ctx, strict_since_version=6)
-    for t in req.topics:
+    for t, duplicate in _first_of_each(req.topics, lambda t: t.name, _repeated(names), lambda t: {
+            "name": t.name, "topic_id": None, "error_code": ErrorCode.INVALID_REQUEST,
+            "error_message": DUPLICATE_TOPIC_NAME, "num_partitions": -1, "replication_factor": -1, "configs": None}):
+        if duplicate is not None:
+            out.append(duplicate)
+            continue
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "topic_id": None, "error_code": ErrorCode.NONE, "error_message": None,
                  "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -119,7 +153,12 @@ async def handle_create_topics(ctx, req) -> dict:
                     entry.update(num_partitions=len(replicas), replication_factor=len(replicas[0]))
                 else:
                     entry.update(num_partitions=t.num_partitions if t.num_partitions > 0
-                                 else runtime.config.num_partitions, replication_factor=1)
+                                 else runtime.config.num_partitions,
+                                 replication_factor=t.replication_factor if t.replication_factor > 0
+                                 else runtime.config.default_replication_factor)
+                entry["configs"] = _created_topic_configs(runtime, configs)
+                if t.name not in config_visible:
+                    entry.update(configs=None, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 quota.check()
                 info = await runtime.create_topic_async(t.name, t.num_partitions, t.replication_factor, configs,
@@ -128,8 +167,7 @@ async def handle_create_topics(ctx, req) -> dict:
                 quota.record(info.num_partitions)
                 rf = len(info.assignments[0]) if info.assignments else 1
                 entry.update(topic_id=info.topic_id, num_partitions=info.num_partitions, replication_factor=rf,
-                             configs=[{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
-                                       "is_sensitive": False} for k, v in info.configs.items()])
+                             configs=_created_topic_configs(runtime, info.configs))
                 if t.name not in config_visible:
                     entry.update(configs=None, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  num_partitions=-1, replication_factor=-1)
@@ -137,6 +175,19 @@ async def handle_create_topics(ctx, req) -> dict:
             entry.update(error_code=exc.code, error_message=str(exc))
         out.append(entry)
     return {"throttle_time_ms": quota.throttle_ms(), "topics": out}
+
+
+def _created_topic_configs(runtime, configs: dict[str, str]) -> list[dict]:
+    """CreateTopics v5+ ``configs`` of a topic created (or, with validate_only, that would be)
+    with ``configs``: every config in effect with its source, as DescribeConfigs gives it (Kafka
+    fills them from the same describe; Java's ``CreateTopicsResult.config()`` reads them)."""
+    class _Created:  # what _topic_config_entries reads of a topic: its own configs
+        pass
+    created = _Created()
+    created.configs = configs
+    return [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+             "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+            for e in _topic_config_entries(runtime, created, None, False)]
 
 
 async def handle_delete_topics(ctx, req) -> dict:
@@ -148,7 +199,14 @@ async def handle_delete_topics(ctx, req) -> dict:
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
     quota = MutationQuota(ctx, strict_since_version=5)
-    for name, topic_id in wanted:
+    repeated = _repeated(("name", n) if n is not None else ("id", i) for n, i in wanted)
+    for (name, topic_id), duplicate in _first_of_each(
+            wanted, lambda w: ("name", w[0]) if w[0] is not None else ("id", w[1]), repeated,
+            lambda w: {"name": w[0], "topic_id": w[1], "error_code": ErrorCode.INVALID_REQUEST,
+                       "error_message": DUPLICATE_TOPIC_NAME if w[0] is not None else DUPLICATE_TOPIC_ID}):
+        if duplicate is not None:
+            out.append(duplicate)
+            continue
         entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if name is None:
@@ -178,7 +236,12 @@ async def handle_create_partitions(ctx, req) -> dict:
     deadline = runtime.loop.time() + req.timeout_ms / 1000  # for the whole request (a cluster waits for it)
     out = []
     quota = MutationQuota(ctx, strict_since_version=3)
-    for t in req.topics:
+    for t, duplicate in _first_of_each(req.topics, lambda t: t.name, _repeated(t.name for t in req.topics),
+                                       lambda t: {"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
+                                                  "error_message": DUPLICATE_TOPIC_NAME}):
+        if duplicate is not None:
+            out.append(duplicate)
+            continue
         entry = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
@@ -342,14 +405,12 @@ async def _alter_group_configs(runtime, r, incremental: bool, validate_only: boo
     for c in r.configs:
         if c.name not in GROUP_CONFIG_DEFS:
             raise KafkaError(f"Unknown group config name: {c.name}", ErrorCode.INVALID_CONFIG)
-        if incremental and c.config_operation in (APPEND, SUBTRACT):
-            raise KafkaError(f"{c.name}: APPEND/SUBTRACT apply to list configs only", ErrorCode.INVALID_CONFIG)
     current = {}
     if incremental:
         err, current = await runtime.coordinator.group_config_overrides(r.resource_name)
         if err:
             raise KafkaError(f"the coordinator of group {r.resource_name} could not be asked", err)
-    new = _altered(current, r.configs, incremental)
+    new = _altered(current, r.configs, incremental, lambda _name: ConfigType.INT)  # no group config is a LIST
     validate_group_configs(new, runtime.config)
     if validate_only:
         return
@@ -385,7 +446,7 @@ async def _alter_client_metrics(runtime, r, incremental: bool, validate_only: bo
             or the metadata change's error.
     """
     current = runtime.metadata.client_metrics.subscriptions.get(r.resource_name, {}) if incremental else {}
-    new = _altered(current, r.configs, incremental)
+    new = _altered(current, r.configs, incremental, lambda name: _CLIENT_METRICS_CONFIG_TYPES.get(name, 0))
     await metadata_change(runtime, "alter_client_metrics", name=r.resource_name, configs=new,
                           validate_only=validate_only)
 
@@ -455,17 +516,25 @@ async def handle_describe_configs(ctx, req) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _altered(current: dict[str, str], configs, incremental: bool) -> dict[str, str]:
+def _altered(current: dict[str, str], configs, incremental: bool, config_type, default_of=lambda _name: None
+             ) -> dict[str, str]:
     """The new config set of a resource: ``current`` with the request's entries applied (SET,
     DELETE, APPEND, SUBTRACT for IncrementalAlterConfigs; AlterConfigs replaces the whole set,
-    so its caller passes an empty ``current``).
+    so its caller passes an empty ``current``). ``config_type(name)`` is the config's
+    :class:`~litemq.broker.config_types.ConfigType`; APPEND/SUBTRACT on a config the resource
+    does not set start from ``default_of(name)`` (Kafka's ``getParts``: the config's default).
 
     Raises:
         KafkaError(INVALID_REQUEST): an unknown operation.
+        KafkaError(INVALID_CONFIG): APPEND or SUBTRACT on a config whose type is not LIST (Kafka's
+            ``ConfigurationControlManager``, with its message).
     """
     new = dict(current)
     for c in configs:
         op = c.config_operation if incremental else SET
+        if op in (APPEND, SUBTRACT) and config_type(c.name) != ConfigType.LIST:
+            raise KafkaError(f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {c.name} because its type "
+                             f"is not LIST.", ErrorCode.INVALID_CONFIG)
         if op == SET:
             if c.value is None:
                 new.pop(c.name, None)
@@ -474,7 +543,8 @@ def _altered(current: dict[str, str], configs, incremental: bool) -> dict[str, s
         elif op == DELETE:
             new.pop(c.name, None)
         elif op in (APPEND, SUBTRACT):
-            items = [x.strip() for x in new.get(c.name, "").split(",") if x.strip()]  # Kafka's LIST parsing
+            base = new[c.name] if c.name in new else (default_of(c.name) or "")
+            items = [x.strip() for x in base.split(",") if x.strip()]  # Kafka's LIST parsing
             vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
             items = items + [x for x in vals if x not in items] if op == APPEND else [x for x in items if x not in vals]
             new[c.name] = ",".join(items)
@@ -506,7 +576,8 @@ async def _alter(ctx, req, incremental: bool) -> dict:
                 resource = r.resource_name or dynamic_config.DEFAULT_RESOURCE
                 dynamic_config.check_resource_name(resource)
                 current = runtime.metadata.broker_configs.get(resource, {})
-                new = _altered(current if incremental else {}, r.configs, incremental)
+                new = _altered(current if incremental else {}, r.configs, incremental, broker_config_type,
+                               dynamic_config.stock_value)
                 runtime.validate_broker_configs(resource, new)
                 if not req.validate_only:
                     await runtime.set_broker_configs_async(resource, new)
@@ -518,7 +589,8 @@ async def _alter(ctx, req, incremental: bool) -> dict:
             info = runtime.metadata.topics.get(r.resource_name)
             if info is None:
                 raise KafkaError("unknown topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            new = _altered(info.configs if incremental else {}, r.configs, incremental)
+            new = _altered(info.configs if incremental else {}, r.configs, incremental, topic_config_type,
+                           _STOCK_TOPIC_CONFIGS.get)
             runtime.validate_topic_configs(new)
             if not req.validate_only:
                 await runtime.set_topic_configs_async(r.resource_name, new)
@@ -552,7 +624,9 @@ def handle_delete_records(ctx, req) -> dict:
             else:
                 hw = p.kafka_high_watermark  # the request and the answer are in Kafka offsets
                 offset = hw if dp.offset == -1 else dp.offset
-                if offset < 0 or offset > hw:
+                if not p.log.config.delete:  # Kafka's Partition.deleteRecordsOnLeader
+                    entry["error_code"] = ErrorCode.POLICY_VIOLATION
+                elif offset < 0 or offset > hw:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     try:

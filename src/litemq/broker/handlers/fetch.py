@@ -286,7 +286,8 @@ def handle_list_offsets(ctx, req) -> dict:
                 entry["error_code"] = code
             else:
                 offset, ts = _list_offset(p, lp.timestamp, req.isolation_level if v >= 2 else 0)
-                entry.update(offset=offset, timestamp=ts, leader_epoch=p.leader_epoch)
+                # nothing found (no record at or after the timestamp): -1 for the epoch too, as Kafka
+                entry.update(offset=offset, timestamp=ts, leader_epoch=p.leader_epoch if offset >= 0 else -1)
                 if v == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
             parts.append(entry)
