@@ -71,8 +71,8 @@ def test_lines_dated_ahead_of_the_broker_clock_are_not_refused(broker, tmp_path,
 
 def test_resolve_sources_names(tmp_path):
     (tmp_path / "d").mkdir()
-    for n in ("a.log", "b.txt", ".hidden"):
-        (tmp_path / "d" / n).write_text("x\n")
+    for n in ("a.log", "b.txt", ".hidden", "a.log.1", "a.log.2.gz", "b.txt-20261129", "b.txt-2026112901.gz"):
+        (tmp_path / "d" / n).write_text("x\n")  # rotated copies in a directory are no sources
     (tmp_path / "a.log").write_text("x\n")
     srcs = resolve_sources([str(tmp_path / "d"), str(tmp_path / "a.log")], "logs.")
     assert [s.name for s in srcs] == ["a", "b", "a_2"]
@@ -111,7 +111,7 @@ def test_follow_mode_with_rotation_end_to_end(broker, tmp_path, prefix):
     p.write_bytes(HDFS[0] + b"\n")
     stop = threading.Event()
     ing = Ingester(broker.bootstrap_servers)
-    th = threading.Thread(target=ing.follow, args=([str(p)],),
+    th = threading.Thread(target=ing.follow, args=([str(d)],),  # the directory: rescanned every second
                           kwargs={"topic_prefix": prefix, "stop": stop, "poll_interval_s": 0.05})
     th.start()
     try:
@@ -130,6 +130,10 @@ def test_follow_mode_with_rotation_end_to_end(broker, tmp_path, prefix):
         th.join(30)
     msgs = read_topic(broker.bootstrap_servers, prefix + "svc")
     assert [m.value() for m in msgs] == [HDFS[0], HDFS[1], HDFS[2], b"no newline at the end"]
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10).topics
+    assert [t for t in topics if t.startswith(prefix)] == [prefix + "svc"]  # svc.log.1 sent nothing again
 
 
 def test_cli_ingest_rate(broker, tmp_path, prefix):

@@ -54,6 +54,11 @@ _LOG_SUFFIXES = (".log", ".txt", ".out")
 #: in a directory, files with these suffixes are not taken as logs (loghub's ground-truth CSVs,
 #: READMEs); a file named explicitly is always taken
 SKIP_IN_DIRS = (".csv", ".md", ".json", ".py", ".html", ".pdf", ".zip", ".tar")
+#: in a directory, rotated copies of a log are not taken as sources of their own (logrotate's
+#: ``app.log.1``, ``app.log.2.gz``, ``dateext``'s ``app.log-20261129[.gz]``): with ``--follow``
+#: the rotated file is read to its end as part of its source, and a rescan must not send its
+#: lines again as a new one
+ROTATED_IN_DIRS = re.compile(r".*(\.\d+|-\d{8}(\d{2})?)(\.gz)?")
 
 
 def source_name(path: str | Path) -> str:
@@ -94,7 +99,7 @@ def _expand(spec: str) -> tuple[list[Path], bool]:
     p = Path(spec)
     if p.is_dir():
         return sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
-                      and not f.name.lower().endswith(SKIP_IN_DIRS)), True
+                      and not f.name.lower().endswith(SKIP_IN_DIRS) and not ROTATED_IN_DIRS.fullmatch(f.name)), True
     if any(ch in spec for ch in "*?["):
         return sorted(Path(f) for f in _glob.glob(spec) if Path(f).is_file()), True
     return [p], False
