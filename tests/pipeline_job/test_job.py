@@ -158,3 +158,17 @@ def test_sigkill_mid_run_then_rerun_gives_same_aggregates(broker, spark, tmp_pat
 
     on_topic = sorted((a["alert_type"], utc(a["window_start"])) for a in mine)
     assert on_topic == sorted((a, utc(w)) for a, w in zip(alerts["alert_type"], alerts["window_start"]))
+
+
+def test_topic_patterns_never_match_the_jobs_own_output_topics():
+    """The Spark engine subscribes with ``topic_regex`` as ``subscribePattern``; the job writes
+    ``alerts`` and ``log-metrics``, so a pattern that names or covers them must not read them back
+    (it did: ``'alerts|mixed'`` read ``alerts`` as a source, a feedback loop in continuous mode)."""
+    from litemq.pipeline.job import INTERNAL_TOPICS, topic_regex
+
+    names = ["alerts", "log-metrics", "mixed", "logs.app", "alerts-eu", "log-metrics2"]
+    for patterns, want in ((["alerts|mixed"], ["mixed"]), ([".*"], ["mixed", "logs.app", "alerts-eu", "log-metrics2"]),
+                           ([r"logs\..*", "log-metrics"], ["logs.app"]), (["alerts-eu"], ["alerts-eu"])):
+        rx = re.compile(topic_regex(patterns))
+        assert [n for n in names if rx.fullmatch(n)] == want, (patterns, topic_regex(patterns))
+    assert set(INTERNAL_TOPICS) == {"alerts", "log-metrics"}

@@ -55,11 +55,14 @@ class JobResult:
 def topic_regex(patterns: list[str] | tuple[str, ...]) -> str:
     """One Java regex for ``subscribePattern`` from the CLI's TOPIC_PATTERNs (regexes, as in
     Kafka's subscribePattern; a pattern without regex characters is a literal topic name).
-    The job's own output topics never match."""
+    The job's own output topics (:data:`INTERNAL_TOPICS`) never match: a pattern such as
+    ``.*`` would otherwise read back what the job writes (matched as a whole name, as Kafka's
+    ``subscribePattern`` and the litemq source do)."""
     parts = []
     for p in patterns:
         parts.append(p if re.search(r"[\\^$.*+?()\[\]{}|]", p) else re.escape(p))
-    return "|".join(f"(?:{p})" for p in parts)
+    own = "|".join(re.escape(t) for t in INTERNAL_TOPICS)
+    return f"(?!(?:{own})$)(?:" + "|".join(f"(?:{p})" for p in parts) + ")"
 
 
 def connector_available() -> bool:
