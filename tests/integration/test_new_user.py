@@ -19,6 +19,8 @@ CLIENT_COMMANDS = [
     ["consume", "t", "-n", "1"],
     ["group", "list"],
     ["group", "describe", "g"],
+    ["ingest", __file__],  # no librdkafka error after 10 s
+    ["pipeline", "run", "-o", "/nonexistent/litemq-pipeline-output", "--once", "logs"],  # no Spark job first
 ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from litemq.cli.client_commands import _admin
 from litemq.cli.common import CliError, bootstrap_server_option
 
 console = Console(width=None if sys.stdout.isatty() else 140)
@@ -111,6 +112,7 @@ def ingest_cmd(sources, bootstrap, topic_prefix, single_topic, follow, from_end,
         raise click.UsageError("--rate and --speed are exclusive")
     if follow and (rate or speed):
         raise click.UsageError("--rate/--speed are for replay, not --follow")
+    _admin(bootstrap)  # one line within seconds when no broker answers (README), not a client error later
     stats = do_ingest(sources, bootstrap, topic_prefix, single_topic, follow, rate, speed, from_end, idle_timeout,
                       quiet, compression)
     el = max(stats.elapsed_s, 1e-9)
@@ -193,6 +195,7 @@ def pipeline_run(patterns, bootstrap, output, once, engine, max_offsets_per_trig
     --master spark://HOST:PORT the job runs on a Spark standalone cluster; give -b every broker
     (HOST:PORT,HOST:PORT,...) and an --output path every Spark worker sees.
     """
+    _admin(bootstrap)  # one line within seconds when no broker answers, before Spark starts
     res = _run_job(bootstrap, patterns, output, once, engine, max_offsets_per_trigger, trigger_interval, master,
                    _spark_conf(spark_conf))
     err.print(f"{res.batches} micro-batches in {res.elapsed_s:.1f} s"
