@@ -207,3 +207,25 @@ def test_kafka_job_text_runs_unchanged(spark, broker):
     assert {r.v for r in rows} == {f"v{i}" for i in range(100)}
     assert all(r.headers[0].key == "source" and bytes(r.headers[0].value) == b"test" for r in rows)
     assert all(r.timestampType == 0 and r.topic == topic for r in rows)
+
+
+def test_sink_column_types_are_checked_when_the_write_is_planned():
+    """Spark's Kafka sink refuses a value or key that is not string/binary and a topic that is
+    not a string before any task runs (an int value failed inside a task with 'a bytes-like
+    object is required'); with value.format=avro the value may be any type Avro encodes."""
+    from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+
+    from litemq.spark.writer import _check_column_types
+
+    def schema(**cols):
+        return StructType([StructField(n, t) for n, t in cols.items()])
+
+    _check_column_types(schema(key=StringType(), value=BinaryType(), topic=StringType()), avro_value=False)
+    _check_column_types(schema(value=StructType([StructField("a", IntegerType())])), avro_value=True)
+    for cols, message in (({"value": IntegerType()}, "value attribute type must be a string or binary, not int"),
+                          ({"value": StringType(), "key": IntegerType()},
+                           "key attribute type must be a string or binary, not int"),
+                          ({"value": StringType(), "topic": BinaryType()},
+                           "topic attribute type must be a string, not binary")):
+        with pytest.raises(OptionError, match=message):
+            _check_column_types(schema(**cols), avro_value=False)

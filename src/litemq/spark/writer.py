@@ -86,6 +86,7 @@ class _WriterBase:
         if self.topic is None and "topic" not in names:
             raise OptionError("topic option required when no topic attribute is present in the DataFrame; "
                               "set the option topic or add a topic column")
+        _check_column_types(schema, avro_value=self.value_encoder is not None)
         self.streaming = False
         self.write_id = uuid.uuid4().hex  # df.write: one id per write job (made on the driver)
 
@@ -197,6 +198,21 @@ class _WriterBase:
             if failed():
                 break
         return sent
+
+
+def _check_column_types(schema, avro_value: bool) -> None:
+    """At planning time, Spark's Kafka sink checks (``KafkaWriter.validateQuery``): ``value``
+    and ``key`` string or binary (``value`` any type Avro encodes with ``value.format=avro``),
+    ``topic`` string. Raises OptionError naming the column and its type."""
+    from pyspark.sql.types import BinaryType, StringType
+
+    for f in schema.fields:
+        name = f.name.lower()
+        if (name == "key" or (name == "value" and not avro_value)) and not isinstance(f.dataType, (StringType,
+                                                                                                   BinaryType)):
+            raise OptionError(f"{name} attribute type must be a string or binary, not {f.dataType.simpleString()}")
+        if name == "topic" and not isinstance(f.dataType, StringType):
+            raise OptionError(f"topic attribute type must be a string, not {f.dataType.simpleString()}")
 
 
 def _value_encoder(o: dict, topic: str | None):
