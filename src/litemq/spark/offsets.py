@@ -172,6 +172,10 @@ class OffsetReader:
         return self._retry(get)
 
 
+_WARNED_UNKNOWN: set[str] = set()
+"""Client settings this process already warned about (see :func:`_make_client`)."""
+
+
 def _make_client(cls, cfg: dict):
     """Build a confluent-kafka client; settings librdkafka does not know are dropped with a
     warning (Java-only consumer/producer settings passed through ``kafka.*``)."""
@@ -185,6 +189,8 @@ def _make_client(cls, cfg: dict):
             m = re.search(r'No such configuration property: "([^"]+)"', str(exc))
             if not m or m.group(1) not in cfg:
                 raise
-            log.warning("litemq: client setting %r is unknown to librdkafka; ignored", m.group(1))
+            if m.group(1) not in _WARNED_UNKNOWN:  # once a process, not at every client it builds
+                _WARNED_UNKNOWN.add(m.group(1))
+                log.warning("litemq: client setting %r is unknown to librdkafka; ignored", m.group(1))
             del cfg[m.group(1)]
     raise ValueError("too many unknown client settings")
