@@ -7,7 +7,8 @@ topic ``faust-counter-counts-changelog``) and sends each count to an output topi
 transactional producers (one per input partition). Once every record is processed, prints one JSON
 line with the table and the number of output records committed, and exits.
 
-Environment: BS (bootstrap servers), RF (replication factor, default 1), N (records, default 1000).
+Environment: BS (bootstrap servers), RF (replication factor, default 1), N (records, default 1000),
+FAUST_WEB_PORT (the worker's web port, default 6066).
 Run as ``python faust_app.py worker -l warn``.
 """
 
@@ -37,6 +38,8 @@ if __name__ == "__main__":
 
 app = faust.App("faust-counter", broker="kafka://" + BS, store="memory://", topic_partitions=3,
                 topic_replication_factor=RF, processing_guarantee="exactly_once", web_enabled=False,
+                # the worker binds its web port even so: one of its own, so two workers can run at once
+                web_host="127.0.0.1", web_port=int(os.environ.get("FAUST_WEB_PORT", "6066")),
                 datadir=os.environ.get("FAUST_DATADIR", "/tmp/faust-counter"))
 source = app.topic(IN, key_serializer="raw", value_serializer="raw")
 sink = app.topic(OUT, key_serializer="raw", value_serializer="raw")

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from litemq.testing.cluster import LocalCluster
-from litemq.testing.process import BrokerProcess
+from litemq.testing.process import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "scripts" / "stream-processors"
@@ -66,7 +66,7 @@ def bootstrap(request, tmp_path):
 
 def _run(args: list[str], bs: str, rf: int, tmp_path: Path) -> dict:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "BS": bs, "RF": str(rf), "N": str(N),
-           "FAUST_DATADIR": str(tmp_path / "faust")}
+           "FAUST_DATADIR": str(tmp_path / "faust"), "FAUST_WEB_PORT": str(free_port())}
     run = subprocess.run([str(_venv_python()), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=400, stdin=subprocess.DEVNULL)
     # the last line holding a JSON object (a Faust worker logs what it prints: to stderr, with a header)
