@@ -355,3 +355,21 @@ def test_broker_default_of_the_timestamp_bounds_is_dynamic(tmp_path):
         with WireClient("127.0.0.1", b.port) as c:
             assert _produce_raw(c, follows, build_batch(ahead), 9).error_code == 0
             assert _produce_raw(c, own, build_batch(ahead), 9).error_code == ErrorCode.INVALID_TIMESTAMP
+
+
+@pytest.mark.parametrize("configs", [{"compression.type": "gzip"}, {"cleanup.policy": "compact"}],
+                         ids=["recompressed", "compacted"])
+def test_max_message_bytes_holds_for_the_batch_as_sent(shared_broker, configs):
+    """A batch over max.message.bytes is MESSAGE_TOO_LARGE even where the broker recompresses
+    or compacts it to fewer bytes (Kafka checks the batch as sent, then what it makes of it);
+    it was accepted when recompression shrank it below the limit."""
+    bs = shared_broker.bootstrap_servers
+    topic = _name("big")
+    _create(bs, topic, {"max.message.bytes": "200000", **configs})
+    errors = []
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "compression.type": "none", "linger.ms": 0,
+                  "message.max.bytes": 1_000_000})
+    for size in (400_000, 1000):  # one batch each
+        p.produce(topic, key=b"k", value=b"a" * size, on_delivery=lambda err, _m: errors.append(err))
+        assert p.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE, None], errors
