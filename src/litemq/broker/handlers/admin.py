@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from types import SimpleNamespace
 
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
@@ -181,10 +182,7 @@ def _created_topic_configs(runtime, configs: dict[str, str]) -> list[dict]:
     """CreateTopics v5+ ``configs`` of a topic created (or, with validate_only, that would be)
     with ``configs``: every config in effect with its source, as DescribeConfigs gives it (Kafka
     fills them from the same describe; Java's ``CreateTopicsResult.config()`` reads them)."""
-    class _Created:  # what _topic_config_entries reads of a topic: its own configs
-        pass
-    created = _Created()
-    created.configs = configs
+    created = SimpleNamespace(configs=configs)  # all _topic_config_entries reads of a topic
     return [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
              "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
             for e in _topic_config_entries(runtime, created, None, False)]
