@@ -36,6 +36,7 @@ from litemq.protocol.records import (
     build_batch,
     decode_batch,
     iter_batches,
+    record_too_large,
 )
 from litemq.storage.config import LONG_MAX
 
@@ -127,16 +128,21 @@ def target_codec(compression_type: str | None) -> int | None:
 
 
 def validate_and_convert(records: bytearray, topic_partition: str, *, compacted: bool,
-                         codec: int | None, level: int | None = None) -> bytearray:
+                         codec: int | None, level: int | None = None,
+                         max_batch_bytes: int | None = None) -> bytearray:
     """Check keys (``compacted``) and recompress to ``codec`` (None = keep) the batches of one
     partition's produced records blob, at compression ``level`` (the topic's
     ``compression.<codec>.level``, KIP-390; None or gzip's -1: the codec's default). A batch
-    already in ``codec`` is kept as it is, whatever its level (as in Kafka).
+    already in ``codec`` is kept as it is, whatever its level (as in Kafka). Each batch as sent
+    is held to ``max_batch_bytes`` (``max.message.bytes``) first: the log checks only what
+    recompression makes of it (Kafka's ``UnifiedLog.analyzeAndValidateRecords``, then
+    ``LogValidator``).
 
     Returns ``records`` itself when nothing changed, else a new bytearray of the converted
     batches (header fields as produced; the log assigns offsets afterwards).
 
     Raises:
+        RecordTooLargeError: a batch over ``max_batch_bytes`` (MESSAGE_TOO_LARGE).
         RecordValidationError: keyless records on a compacted topic (INVALID_RECORD, with every
             offending record's index in its batch), checked per batch like Kafka.
         CorruptRecordError, InvalidRecordError, UnsupportedCompressionError: from decoding
@@ -148,6 +154,8 @@ def validate_and_convert(records: bytearray, topic_partition: str, *, compacted:
     changed = False
     mv = memoryview(records)
     for pos, h in iter_batches(mv):
+        if max_batch_bytes is not None and h.size > max_batch_bytes:
+            raise record_too_large(h.size, max_batch_bytes)
         recompress = codec is not None and h.compression != codec and not h.is_control
         if not (compacted or recompress):
             parts.append(mv[pos:pos + h.size])

@@ -284,6 +284,11 @@ def verify_crc(buf, pos: int, header: BatchHeader) -> bool:
     return _crc_of(buf, pos, header.size) == header.crc
 
 
+def record_too_large(size: int, max_batch_bytes: int) -> RecordTooLargeError:
+    """The MESSAGE_TOO_LARGE error of a batch of ``size`` bytes over ``max_batch_bytes``."""
+    return RecordTooLargeError(f"record batch of {size} bytes exceeds the maximum of {max_batch_bytes} bytes")
+
+
 def validate_batches(buf, *, max_batch_bytes: int | None = None, dense: bool = False) -> list[BatchHeader]:
     """Validate a records blob (e.g. a Produce partition's ``records``) from headers only.
 
@@ -303,9 +308,7 @@ def validate_batches(buf, *, max_batch_bytes: int | None = None, dense: bool = F
     for pos, h in iter_batches(mv):
         size = h.batch_length + LOG_OVERHEAD_BYTES
         if max_batch_bytes is not None and size > max_batch_bytes:
-            raise RecordTooLargeError(
-                f"record batch of {size} bytes exceeds the maximum of {max_batch_bytes} bytes"
-            )
+            raise record_too_large(size, max_batch_bytes)
         if h.attributes & COMPRESSION_MASK > COMPRESSION_ZSTD:
             raise UnsupportedCompressionError(f"unknown compression codec {h.attributes & 7}")
         if h.records_count < 0:

@@ -25,7 +25,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, COMPRESSION_LEVEL_
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import COMPRESSION_ZSTD, MAGIC_V2, peek_batch, read_batch_header, validate_batches
+from litemq.protocol.records import COMPRESSION_ZSTD, MAGIC_V2, peek_batch, read_batch_header
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +104,10 @@ def _append_one(runtime, topic: str, index: int, records, acks: int, version: in
         compression_type = info.configs.get("compression.type", "producer")
         codec = TOPIC_COMPRESSION_CODECS.get(compression_type)
         if cfg.compact or codec is not None:  # the only paths that decode records
-            # the batches as sent are held to max.message.bytes too, not only what recompression
-            # makes of them (Kafka's UnifiedLog.analyzeAndValidateRecords, then LogValidator)
-            validate_batches(records, max_batch_bytes=cfg.max_message_bytes)
             level_config = COMPRESSION_LEVEL_CONFIGS.get(compression_type)
             level = int(info.configs.get(level_config, BROKER_TOPIC_CONFIGS[level_config])) if level_config else None
             records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec,
-                                           level=level)
+                                           level=level, max_batch_bytes=cfg.max_message_bytes)
         ai = p.append(records)
     except KafkaError as exc:
         if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
