@@ -28,6 +28,29 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
+class ConfigSource(IntEnum):
+    """Kafka ``DescribeConfigsResponse.ConfigSource`` ids (DescribeConfigs v1+, KIP-226); the
+    names are the ones Kafka's tools and Confluent's REST API print."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+def config_source_name(code: int) -> str:
+    """The name of ConfigSource ``code`` (``UNKNOWN`` for a code Kafka does not define)."""
+    try:
+        return ConfigSource(code).name
+    except ValueError:
+        return ConfigSource.UNKNOWN.name
+
+
 _B, _S, _I, _L, _D, _LIST, _C = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                                  ConfigType.DOUBLE, ConfigType.LIST, ConfigType.CLASS)
 

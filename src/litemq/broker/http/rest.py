@@ -58,6 +58,8 @@ from aiohttp import web
 
 from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
+from litemq.broker.config_types import ConfigSource, config_source_name
+from litemq.broker.handlers.admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from litemq.broker.http import reassignments, schema_serde, views
 from litemq.broker.http.inproc import DESCRIBE_ACLS, DESCRIBE_CONFIGS, PRODUCE, HttpCaller, PeerUnavailable, call_api
 from litemq.protocol.errors import ErrorCode
@@ -115,15 +117,6 @@ def kafka_error(code: int, what: str) -> RestError:
     if code in RETRIABLE_KAFKA_ERRORS:
         return RestError(503, f"Retriable Kafka error: {what}: {name}", 50003)
     return RestError(500, f"Kafka error: {what}: {name}", 50002)
-
-
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-"""DescribeConfigs resource types (Kafka ``ConfigResource.Type``)."""
-CONFIG_SOURCE_DEFAULT = 5
-CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                  6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-"""DescribeConfigs ``ConfigSource`` codes -> the names Confluent's REST API answers."""
 
 
 # ------------------------------------------------------------------ helpers
@@ -293,10 +286,15 @@ class RestApi:
 
     async def get_broker(self, request: web.Request) -> web.Response:
         self._cid(request)
+        return web.json_response(self._broker(request, self._named_broker(request)))
+
+    def _named_broker(self, request: web.Request) -> dict:
+        """The broker the path's ``{broker_id}`` names (:func:`views.brokers`); 404 when none."""
+        raw = request.match_info["broker_id"]
         for b in views.brokers(self.runtime):
-            if str(b["broker_id"]) == request.match_info["broker_id"]:
-                return web.json_response(self._broker(request, b))
-        raise RestError(404, f"Broker {request.match_info['broker_id']} cannot be found.")
+            if str(b["broker_id"]) == raw:
+                return b
+        raise RestError(404, f"Broker {raw} cannot be found.")
 
     async def list_topics(self, request: web.Request) -> web.Response:
         self._cid(request)
@@ -474,9 +472,9 @@ class RestApi:
         def one(c) -> dict:
             return {"kind": kind, "metadata": {"self": f"{url}/{c.name}", "resource_name": None},
                     "cluster_id": self.cluster_id, **ids, "name": c.name, "value": c.value,
-                    "is_default": c.config_source == CONFIG_SOURCE_DEFAULT, "is_read_only": c.read_only,
-                    "is_sensitive": c.is_sensitive, "source": CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
-                    "synonyms": [{"name": y.name, "value": y.value, "source": CONFIG_SOURCES.get(y.source, "UNKNOWN")}
+                    "is_default": c.config_source == ConfigSource.DEFAULT_CONFIG, "is_read_only": c.read_only,
+                    "is_sensitive": c.is_sensitive, "source": config_source_name(c.config_source),
+                    "synonyms": [{"name": y.name, "value": y.value, "source": config_source_name(y.source)}
                                  for y in (c.synonyms or [])]}
         name = request.match_info.get("name")
         if name is None:
@@ -493,15 +491,9 @@ class RestApi:
         return self._configs(request, "KafkaTopicConfig", f"{self._cluster_url(request)}/topics/{info.name}/configs",
                              entries, {"topic_name": info.name})
 
-    def _broker_id(self, request: web.Request) -> int:
-        raw = request.match_info["broker_id"]
-        if not any(str(b["broker_id"]) == raw for b in views.brokers(self.runtime)):
-            raise RestError(404, f"Broker {raw} cannot be found.")
-        return int(raw)
-
     async def broker_configs(self, request: web.Request) -> web.Response:
         self._cid(request)
-        broker_id = self._broker_id(request)
+        broker_id = self._named_broker(request)["broker_id"]
         entries = await self._describe_configs(request, BROKER_RESOURCE, str(broker_id), node_id=broker_id)
         return self._configs(request, "KafkaBrokerConfig", f"{self._cluster_url(request)}/brokers/{broker_id}/configs",
                              entries, {"broker_id": broker_id})
@@ -543,7 +535,7 @@ class RestApi:
     async def broker_replicas(self, request: web.Request) -> web.Response:
         """Every replica broker ``broker_id`` holds, of the topics the caller may describe."""
         self._cid(request)
-        broker_id = self._broker_id(request)
+        broker_id = self._named_broker(request)["broker_id"]
         data = [self._replica(request, info.name, p, broker_id)
                 for info in views.describable_topics(self.runtime, caller_of(request))
                 for p in views.partitions(self.runtime, info) if broker_id in p["replica_nodes"]]
