@@ -17,7 +17,7 @@ LiteMQ different (each case names Kafka's code):
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -110,8 +110,6 @@ def test_delete_records_needs_the_delete_cleanup_policy(shared_broker):
     compacted, both = unique_name("compacted"), unique_name("both")
     for name, policy in ((compacted, "compact"), (both, "compact,delete")):
         admin.create_topics([NewTopic(name, 1, 1, config={"cleanup.policy": policy})])[name].result(15)
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": shared_broker.bootstrap_servers})
     for name in (compacted, both):
         for i in range(3):
@@ -140,8 +138,6 @@ def test_list_offsets_by_timestamp_without_a_record_answers_no_epoch(shared_brok
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
     topic = unique_name("times")
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": shared_broker.bootstrap_servers})
     p.produce(topic, b"v", timestamp=1_000)
     assert p.flush(15) == 0

@@ -343,9 +343,11 @@ def produce(topic_name, key, key_delimiter, path, headers, acks, compression, bo
 
 def _produce_failure(exc: BaseException) -> str:
     """One line for a producer's fatal error; a refused idempotent producer id says what it needs."""
+    from confluent_kafka import KafkaError
+
     reason = _reason(exc)
     err = exc.args[0] if exc.args else None
-    if getattr(err, "code", lambda: None)() == 31 and "idempotence PID" in reason:  # CLUSTER_AUTHORIZATION_FAILED
+    if getattr(err, "code", lambda: None)() == KafkaError.CLUSTER_AUTHORIZATION_FAILED and "idempotence PID" in reason:
         reason += (" (with --acks all the producer is idempotent: it needs IdempotentWrite on the cluster "
                    "or Write on a topic; --acks 1 does not)")
     return reason
