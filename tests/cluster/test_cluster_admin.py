@@ -69,3 +69,20 @@ def test_manual_replica_assignments(tmp_path):
                     (KafkaError.INVALID_PARTITIONS, f"number of partitions must be in 1..{MAX_PARTITIONS_PER_TOPIC}")]
         admin.create_partitions([NewPartitions("manual", 5)], operation_timeout=15)["manual"].result(30)
         wait_for(lambda: len(_replicas(admin, "manual")) == 5, 15, "the metadata leader stopped answering")
+
+
+def test_group_configs_are_described_before_any_group_exists(tmp_path):
+    """A GROUP DescribeConfigs before ``__consumer_offsets`` exists answers the defaults at once,
+    as Kafka does (it keeps group configs in its metadata log), on every broker; it is not a
+    retriable COORDINATOR_NOT_AVAILABLE, and it does not create the offsets topic."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    with LocalCluster(tmp_path, 3) as cluster:
+        for node in cluster.node_ids:
+            admin = AdminClient({"bootstrap.servers": cluster.node(node).bootstrap_servers})
+            res = ConfigResource(ResourceType.GROUP, f"nobody-{node}")
+            got = admin.describe_configs([res], request_timeout=10)[res].result(timeout=15)
+            assert (got["consumer.session.timeout.ms"].value, got["consumer.session.timeout.ms"].source) == (
+                "45000", ConfigSource.DEFAULT_CONFIG.value)
+            assert len(got) == 7
+        assert "__consumer_offsets" not in admin.list_topics(timeout=10).topics

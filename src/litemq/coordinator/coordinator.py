@@ -225,7 +225,12 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
 
     async def group_config_overrides(self, group_id: str) -> tuple[int, dict[str, str]]:
         """(error, ``group_id``'s config overrides), from its coordinator: this broker, or in a
-        cluster the leader of its offsets partition over the broker RPC op ``group_configs``."""
+        cluster the leader of its offsets partition over the broker RPC op ``group_configs``.
+        Before ``__consumer_offsets`` exists no group has an override, so the answer is (NONE,
+        {}) without creating it, as Kafka (which keeps them in its metadata log) answers the
+        defaults of a group no one configured."""
+        if self.host.topic(OFFSETS_TOPIC) is None:
+            return E.NONE, {}
         err = self.coordinator_error(group_id)
         if err == E.NONE:
             return E.NONE, dict(self.group_configs.get(group_id, {}))
