@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from litemq.broker import dynamic_config
+from litemq.broker.config_types import ConfigSource
 from litemq.cluster.image import MetadataImage
 from litemq.config import BrokerConfig
 from litemq.protocol.errors import ErrorCode, KafkaError
@@ -61,7 +62,7 @@ def test_effective_config_precedence():
     logs = dynamic_config.log_config_defaults(eff, per_broker, default)
     assert logs["retention.ms"] == "5" and logs["delete.retention.ms"] == "9" and logs["segment.bytes"] == "2097152"
     src = dynamic_config.source_of
-    assert src("log.retention.ms", static, per_broker, default) == dynamic_config.SOURCE_DYNAMIC_BROKER
-    assert src("log.retention.ms", static, {}, default) == dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER
-    assert src("log.retention.ms", static, {}, {}) == dynamic_config.SOURCE_STATIC_BROKER
-    assert src("log.roll.ms", static, {}, {}) == dynamic_config.SOURCE_DEFAULT
+    assert src("log.retention.ms", static, per_broker, default) == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert src("log.retention.ms", static, {}, default) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert src("log.retention.ms", static, {}, {}) == ConfigSource.STATIC_BROKER_CONFIG
+    assert src("log.roll.ms", static, {}, {}) == ConfigSource.DEFAULT_CONFIG

@@ -27,12 +27,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from litemq.broker.config_types import ConfigSource
 from litemq.protocol.errors import ErrorCode as E
 from litemq.testing.wire import WireClient
 from tests.integration.admin_helpers import error_code, unique_name
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, LIST_OFFSETS = 19, 20, 37, 2
-SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
 
 
 def _wire(broker) -> WireClient:
@@ -129,8 +129,8 @@ def test_create_topics_answers_the_configs_in_effect(shared_broker):
                           validate_only=validate_only)
             assert r.error_code == E.NONE and (r.num_partitions, r.replication_factor) == (2, 1), r
             configs = {c.name: (c.value, c.config_source) for c in r.configs}
-            assert configs["retention.ms"] == ("3600000", SOURCE_DYNAMIC_TOPIC), configs
-            assert configs["cleanup.policy"] == ("delete", SOURCE_DEFAULT), configs
+            assert configs["retention.ms"] == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG), configs
+            assert configs["cleanup.policy"] == ("delete", ConfigSource.DEFAULT_CONFIG), configs
             assert len(configs) > 20, configs
 
 

@@ -3,7 +3,6 @@ returns appends succeed and every acknowledged record is intact (issue 3)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 

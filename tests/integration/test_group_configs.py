@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from litemq.protocol.errors import ErrorCode
 from litemq.testing.wire import WireClient
-from tests.integration.admin_helpers import error_code, unique_name
+from tests.integration.admin_helpers import unique_name
 
 
 # ====================================================================== GROUP config resources (KIP-848)

@@ -74,8 +74,8 @@ def test_kafka_acls_add_list_remove(acl_broker):
     from confluent_kafka.admin import ResourceType
 
     bs = acl_broker.bootstrap_servers
-    for add in (f"--add --deny-principal 'User:*' --operation Read --deny-host '*' --topic 'ka-1'",
-                f"--add --allow-principal 'User:*' --operation Describe --allow-host '*' --topic 'ka-1'"):
+    for add in ("--add --deny-principal 'User:*' --operation Read --deny-host '*' --topic 'ka-1'",
+                "--add --allow-principal 'User:*' --operation Describe --allow-host '*' --topic 'ka-1'"):
         r = _sh(f"{BIN}/kafka-acls.sh --bootstrap-server {bs} {add}")
         assert r.returncode == 0, r.stderr
     r = _sh(f"{BIN}/kafka-acls.sh --bootstrap-server {bs} --list --topic ka-1")

@@ -105,7 +105,8 @@ def test_end_to_end_aggregates_equal_plain_count(broker, spark, tmp_path, prefix
     assert {"new_template"} <= set(alerts["alert_type"])
     # a rerun on the same checkpoint with nothing new changes nothing
     before = load_aggregates(out, "windows")
-    res2 = run_pipeline(bs, [re.escape(prefix) + ".*"], out, once=True, spark=spark)
+    again = run_pipeline(bs, [re.escape(prefix) + ".*"], out, once=True, spark=spark)
+    assert again.rows_in == 0, again
     pd.testing.assert_frame_equal(before, load_aggregates(out, "windows"))
 
 

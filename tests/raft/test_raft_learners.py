@@ -9,7 +9,6 @@ from litemq.raft import (
     ConfState,
     Entry,
     EntryKind,
-    HardState,
     MemoryLog,
     RaftConfig,
     RaftNode,

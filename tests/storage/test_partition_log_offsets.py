@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from litemq.protocol.records import (
     CONTROL_KRAFT_VOTERS,

@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from litemq.config import BrokerConfig, is_broker_setting
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.storage.config import LONG_MAX, LogConfig
-
-SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 2, 3, 4, 5
-"""Kafka ``DescribeConfigsResponse.ConfigSource`` ids of broker-level values."""
+from litemq.broker.config_types import ConfigSource
 
 DEFAULT_RESOURCE = ""
 """The resource name of the cluster-wide default (``--entity-default``)."""
@@ -185,13 +183,13 @@ def log_config_defaults(cfg: BrokerConfig, per_broker: dict[str, str], default: 
 def source_of(key: str, static: BrokerConfig, per_broker: dict[str, str], default: dict[str, str]) -> int:
     """Where the effective value of broker config ``key`` comes from (a ConfigSource id)."""
     if key in per_broker:
-        return SOURCE_DYNAMIC_BROKER
+        return ConfigSource.DYNAMIC_BROKER_CONFIG
     if key in default:
-        return SOURCE_DYNAMIC_DEFAULT_BROKER
+        return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     attr = key.replace(".", "_")
     if hasattr(static, attr) and given_at_start(static, attr):
-        return SOURCE_STATIC_BROKER
-    return SOURCE_DEFAULT
+        return ConfigSource.STATIC_BROKER_CONFIG
+    return ConfigSource.DEFAULT_CONFIG
 
 
 def given_at_start(static: BrokerConfig, *attrs: str) -> bool:
@@ -221,14 +219,14 @@ def synonyms(key: str, static: BrokerConfig, per_broker: dict[str, str], default
     precedence (Kafka ``DescribeConfigsResponse.ConfigSynonym``)."""
     out = []
     if key in per_broker:
-        out.append({"name": key, "value": per_broker[key], "source": SOURCE_DYNAMIC_BROKER})
+        out.append({"name": key, "value": per_broker[key], "source": ConfigSource.DYNAMIC_BROKER_CONFIG})
     if key in default:
-        out.append({"name": key, "value": default[key], "source": SOURCE_DYNAMIC_DEFAULT_BROKER})
-    if source_of(key, static, {}, {}) == SOURCE_STATIC_BROKER:
-        out.append({"name": key, "value": value_of(key, static, {}, {}), "source": SOURCE_STATIC_BROKER})
+        out.append({"name": key, "value": default[key], "source": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG})
+    if source_of(key, static, {}, {}) == ConfigSource.STATIC_BROKER_CONFIG:
+        out.append({"name": key, "value": value_of(key, static, {}, {}), "source": ConfigSource.STATIC_BROKER_CONFIG})
     stock = value_of(key, _STOCK, {}, {})
     if stock is not None:
-        out.append({"name": key, "value": stock, "source": SOURCE_DEFAULT})
+        out.append({"name": key, "value": stock, "source": ConfigSource.DEFAULT_CONFIG})
     return out
 
 

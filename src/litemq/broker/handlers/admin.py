@@ -25,7 +25,7 @@ from litemq import limits
 from litemq.security.acl_operations import AclOperation, ResourceType
 from litemq.broker import dynamic_config
 from litemq.broker.authz import authorize, authorized_names
-from litemq.broker.config_types import ConfigType, broker_config_type, topic_config_type
+from litemq.broker.config_types import ConfigSource, ConfigType, broker_config_type, topic_config_type
 from litemq.broker.handlers.security_admin import metadata_change
 from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS
 from litemq.coordinator.group_configs import GROUP_CONFIG_DEFS, default_value, normalized, validate_group_configs
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 16, 32
 """Kafka ``ConfigResource.Type`` ids (CLIENT_METRICS: KIP-714, GROUP: KIP-848). LiteMQ keeps no
 broker logger configs: after authorization those answer INVALID_REQUEST."""
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_CLIENT_METRICS, SOURCE_GROUP = 1, 4, 5, 7, 8
 _CLIENT_METRICS_CONFIG_TYPES = {METRICS: 7, INTERVAL_MS: 3, MATCH: 7}  # DescribeConfigs v3+ ConfigType: LIST, INT
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -285,16 +284,16 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
         dynamic = name in info.configs
         value = info.configs[name] if dynamic else defaults[name]
         broker_name = dynamic_config.TOPIC_TO_BROKER_CONFIG.get(name)
-        broker_source = SOURCE_DEFAULT if broker_name is None else dynamic_config.source_of(
+        broker_source = ConfigSource.DEFAULT_CONFIG if broker_name is None else dynamic_config.source_of(
             broker_name, static, per_broker, default)
         found = []
         if synonyms:
             if dynamic:
-                found.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
+                found.append({"name": name, "value": value, "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
             if broker_name is not None:
                 found += dynamic_config.synonyms(broker_name, static, per_broker, default)
         entries.append({"name": name, "value": value, "read_only": False, "is_default": not dynamic
-                        and broker_source == SOURCE_DEFAULT, "config_source": SOURCE_DYNAMIC_TOPIC if dynamic
+                        and broker_source == ConfigSource.DEFAULT_CONFIG, "config_source": ConfigSource.DYNAMIC_TOPIC_CONFIG if dynamic
                         else broker_source, "is_sensitive": False, "synonyms": found,
                         "config_type": topic_config_type(name), "documentation": None})
     return entries
@@ -320,8 +319,8 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
     static, cfg = runtime.static_config, runtime.config
     if resource == dynamic_config.DEFAULT_RESOURCE:
         return [{"name": k, "value": v, "read_only": False, "is_default": False,
-                 "config_source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER, "is_sensitive": False,
-                 "synonyms": [{"name": k, "value": v, "source": dynamic_config.SOURCE_DYNAMIC_DEFAULT_BROKER}]
+                 "config_source": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, "is_sensitive": False,
+                 "synonyms": [{"name": k, "value": v, "source": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}]
                  if synonyms else [], "config_type": broker_config_type(k), "documentation": None}
                 for k, v in sorted(default.items()) if keys is None or k in keys]
     if resource != str(cfg.node_id):
@@ -335,7 +334,7 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
         key = "node.id" if name == "broker.id" else name
         source = dynamic_config.source_of(key, static, per_broker, default)
         entries.append({"name": name, "value": dynamic_config.value_of(key, cfg, per_broker, default),
-                        "read_only": read_only, "is_default": source == SOURCE_DEFAULT, "config_source": source,
+                        "read_only": read_only, "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
                         "is_sensitive": False,
                         "synonyms": dynamic_config.synonyms(key, static, per_broker, default) if synonyms else [],
                         "config_type": broker_config_type(name), "documentation": None})
@@ -357,7 +356,7 @@ def _listener_entries(runtime, synonyms: bool) -> list[dict]:
     advertised_set = dynamic_config.given_at_start(static, "advertised_listeners", "advertised_host", "advertised_port")
     out = []
     for name, value, is_set in (("listeners", bound, listeners_set), ("advertised.listeners", advertised, advertised_set)):
-        source = SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT
+        source = ConfigSource.STATIC_BROKER_CONFIG if is_set else ConfigSource.DEFAULT_CONFIG
         out.append({"name": name, "value": value, "read_only": True, "is_default": not is_set,
                     "config_source": source, "is_sensitive": False,
                     "synonyms": [{"name": name, "value": value, "source": source}] if synonyms else [],
@@ -384,7 +383,7 @@ async def _group_config_entries(runtime, group_id: str, keys, documentation: boo
         dynamic = name in overrides
         out.append({"name": name, "value": overrides[name] if dynamic else default_value(name, runtime.config),
                     "read_only": False, "is_default": not dynamic,
-                    "config_source": SOURCE_GROUP if dynamic else SOURCE_DEFAULT, "is_sensitive": False,
+                    "config_source": ConfigSource.GROUP_CONFIG if dynamic else ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
                     "synonyms": [], "config_type": d.config_type, "documentation": d.doc if documentation else None})
     return out
 
@@ -427,7 +426,7 @@ def _client_metrics_entries(runtime, name: str, keys) -> list[dict]:
     if not name:
         raise KafkaError("Client metrics subscription name must not be empty", ErrorCode.INVALID_REQUEST)
     configs = runtime.metadata.client_metrics.subscriptions.get(name, {})
-    return [{"name": k, "value": v, "read_only": False, "is_default": False, "config_source": SOURCE_CLIENT_METRICS,
+    return [{"name": k, "value": v, "read_only": False, "is_default": False, "config_source": ConfigSource.CLIENT_METRICS_CONFIG,
              "is_sensitive": False, "synonyms": [], "config_type": _CLIENT_METRICS_CONFIG_TYPES.get(k, 0),
              "documentation": None}
             for k, v in sorted(configs.items()) if keys is None or k in keys]
