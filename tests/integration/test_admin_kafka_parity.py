@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    ResourceType,
 )
 
 from litemq.broker.config_types import ConfigSource
@@ -149,3 +150,23 @@ def test_list_offsets_by_timestamp_without_a_record_answers_no_epoch(shared_brok
         found, missing = lookup(500), lookup(2_000)
     assert (found.offset, found.timestamp) == (0, 1_000) and found.leader_epoch >= 0, found
     assert (missing.offset, missing.timestamp, missing.leader_epoch) == (-1, -1, -1), missing
+
+
+def test_topic_configs_list_the_flush_policy(shared_broker):
+    """Kafka lists ``flush.messages`` and ``flush.ms`` among a topic's configs (kafka-configs.sh
+    --describe --all). LiteMQ's durable default shows as ``flush.messages=1`` with no time-based
+    flush; Kafka's own policy set on a topic shows as the topic's value."""
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
+    durable, kafkas = unique_name("flush-default"), unique_name("flush-kafka")
+    for fut in admin.create_topics([NewTopic(durable, 1, 1), NewTopic(kafkas, 1, 1, config={
+            "flush.messages": "9223372036854775807"})]).values():
+        fut.result(15)
+    got = {}
+    for name in (durable, kafkas):
+        res = ConfigResource(ResourceType.TOPIC, name)
+        entries = admin.describe_configs([res])[res].result(15)
+        got[name] = {k: (entries[k].value, entries[k].source) for k in ("flush.messages", "flush.ms")}
+    default = ConfigSource.DEFAULT_CONFIG.value
+    assert got[durable] == {"flush.messages": ("1", default), "flush.ms": ("9223372036854775807", default)}
+    assert got[kafkas] == {"flush.messages": ("9223372036854775807", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+                           "flush.ms": ("9223372036854775807", default)}

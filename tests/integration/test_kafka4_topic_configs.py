@@ -27,7 +27,9 @@ KAFKA4_TOPIC_CONFIGS = {
     # name -> Kafka 4's default (LogConfig.CONFIG; min.insync.replicas is the broker's, 1 here)
     "cleanup.policy": "delete", "compression.gzip.level": "-1", "compression.lz4.level": "9",
     "compression.type": "producer", "compression.zstd.level": "3", "delete.retention.ms": "86400000",
-    "file.delete.delay.ms": "60000", "follower.replication.throttled.replicas": "",
+    "file.delete.delay.ms": "60000", "flush.ms": "9223372036854775807",
+    "flush.messages": "1",  # Kafka's is 9223372036854775807: LiteMQ's durable default fsyncs every append
+    "follower.replication.throttled.replicas": "",
     "index.interval.bytes": "4096", "leader.replication.throttled.replicas": "",
     "local.retention.bytes": "-2", "local.retention.ms": "-2", "max.compaction.lag.ms": "9223372036854775807",
     "max.message.bytes": "1048588", "message.timestamp.after.max.ms": "3600000",
@@ -54,8 +56,8 @@ def _describe(admin: AdminClient, name: str) -> dict[str, str]:
 
 
 def test_every_kafka4_topic_config_is_described_with_its_default(shared_broker):
-    """DescribeConfigs of a topic lists exactly Kafka 4's topic configs (none flush.*: LiteMQ's
-    durable default leaves them unset, see storage/config.py), each with Kafka's default."""
+    """DescribeConfigs of a topic lists exactly Kafka 4's topic configs, each with Kafka's default
+    but ``flush.messages``, whose default is LiteMQ's durable one (see storage/config.py)."""
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
     topic = _name("k4-defaults")
     _create(admin, topic, {})

@@ -34,7 +34,7 @@ from litemq.cluster.metadata import validate_partition_count
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.security.client_metrics import INTERVAL_MS, MATCH, METRICS
 from litemq.security.client_quotas import CONTROLLER_MUTATION_RATE
-from litemq.storage.config import INTERNAL_TOPIC_CONFIGS, LogConfig
+from litemq.storage.config import INTERNAL_TOPIC_CONFIGS, LONG_MAX, LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ _CLIENT_METRICS_CONFIG_TYPES = {METRICS: 7, INTERVAL_MS: 3, MATCH: 7}  # Describ
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _STOCK_TOPIC_CONFIGS = dict(LogConfig().to_kafka_configs())
 """Topic configs' own defaults (Kafka's ``LogConfig`` defaults, no broker setting applied)."""
+_UNSET_FLUSH_CONFIGS = {"flush.messages": "1", "flush.ms": str(LONG_MAX)}
+"""What DescribeConfigs shows for the flush policy nobody set: LiteMQ's durable default fsyncs
+every append before acks=all is answered, which is ``flush.messages=1`` with no time-based flush
+(Kafka's stock default is ``Long.MAX_VALUE`` for both: no fsync of its own)."""
 
 
 class MutationQuota:
@@ -274,6 +278,7 @@ def _topic_config_entries(runtime, info, keys, synonyms: bool) -> list[dict]:
     broker's configuration, or LiteMQ's default)."""
     defaults = dict(runtime.default_log_config.to_kafka_configs())
     defaults.update(BROKER_TOPIC_CONFIGS)
+    defaults.update({k: v for k, v in _UNSET_FLUSH_CONFIGS.items() if k not in defaults})
     defaults["min.insync.replicas"] = str(runtime.config.min_insync_replicas)
     per_broker, default = runtime.dynamic_config_layers()
     static = runtime.static_config
