@@ -67,3 +67,18 @@ def test_advertised_listeners_set_at_start_are_a_static_broker_config(tmp_path):
         [r] = res.results
         assert [(c.name, c.value, c.config_type, [s.source for s in c.synonyms]) for c in r.configs] == [
             ("advertised.listeners", adv, 2, [4])]
+
+
+def test_broker_id_and_node_id_name_their_own_synonyms(tmp_path):
+    """Kafka copies ``node.id`` to ``broker.id`` (KafkaConfig.populateSynonyms), so each entry's
+    synonyms carry its own name: the value given at start, then the default."""
+    port = free_port()
+    with BrokerProcess(tmp_path / "data", port=port, extra_args=["--node-id", "7"]) as broker:
+        with WireClient("127.0.0.1", broker.port) as w:
+            res = w.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "7",
+                                                   "configuration_keys": ["broker.id", "node.id"]}],
+                                    "include_synonyms": True, "include_documentation": False})
+    [r] = res.results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in r.configs] == [("broker.id", "7", 4, [("broker.id", "7", 4), ("broker.id", "1", 5)]),
+                                    ("node.id", "7", 4, [("node.id", "7", 4), ("node.id", "1", 5)])]

@@ -341,7 +341,8 @@ def _broker_config_entries(runtime, resource: str, keys, synonyms: bool) -> list
         entries.append({"name": name, "value": dynamic_config.value_of(key, cfg, per_broker, default),
                         "read_only": read_only, "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
                         "is_sensitive": False,
-                        "synonyms": dynamic_config.synonyms(key, static, per_broker, default) if synonyms else [],
+                        "synonyms": [dict(s, name=name) for s in dynamic_config.synonyms(key, static, per_broker, default)]
+                        if synonyms else [],  # broker.id's are its own (Kafka copies node.id to broker.id)
                         "config_type": broker_config_type(name), "documentation": None})
     entries += [e for e in _listener_entries(runtime, synonyms) if keys is None or e["name"] in keys]
     entries.sort(key=lambda e: e["name"])
