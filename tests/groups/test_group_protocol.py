@@ -409,3 +409,22 @@ def test_require_stable_reports_commits_in_flight(broker):
     assert r.topics[0].partitions[0].committed_offset == 3  # before KIP-447 clients: the last durable offset
     broker.call(pending.clear)
     assert fetch(c, "rs", {"t": [0]}, version=7)[1][("t", 0)][:2] == (3, "md")
+
+
+def test_commit_rules_of_a_group_that_does_not_exist_or_is_empty(broker):
+    """Kafka 4's ``OffsetMetadataManager.validateOffsetCommit`` and
+    ``ClassicGroup.validateOffsetCommit``: a commit with a generation to a group that does not
+    exist is GROUP_ID_NOT_FOUND from v9 (ILLEGAL_GENERATION before); one without a generation
+    (-1) creates the group whatever member id it names; an empty group takes any commit
+    without a generation."""
+    broker.create("t")
+    with client(broker) as c:
+        assert commit(c, "gone9", {("t", 0): 1}, version=9, gen=5, member="m") == {("t", 0): E.GROUP_ID_NOT_FOUND}
+        assert commit(c, "gone8", {("t", 0): 1}, version=8, gen=5, member="m") == {("t", 0): E.ILLEGAL_GENERATION}
+        assert "gone9" not in broker.runtime.coordinator.groups
+        assert commit(c, "named", {("t", 0): 2}, version=9, member="m") == {("t", 0): E.NONE}
+        assert commit(c, "named", {("t", 0): 3}, version=9, member="other") == {("t", 0): E.NONE}  # empty group
+        assert fetch(c, "named", {"t": [0]})[1][("t", 0)][0] == 3
+        [(_, m)], _ = stable_group(broker, "busy")
+        assert commit(c, "busy", {("t", 0): 1}, version=9, member="stranger") == {("t", 0): E.UNKNOWN_MEMBER_ID}
+        assert commit(c, "busy", {("t", 0): 1}, version=9, member=m) == {("t", 0): E.ILLEGAL_GENERATION}

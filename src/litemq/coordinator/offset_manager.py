@@ -54,8 +54,11 @@ class OffsetMetadataManager:
 
         Members commit with their generation and member id (during Stable and
         PreparingRebalance; REBALANCE_IN_PROGRESS during CompletingRebalance); a consumer
-        without membership (``assign()``, admin tools) commits with generation -1 and an empty
-        member id, accepted only while the group has no members. Members of a KIP-848 consumer
+        without membership (``assign()``, admin tools) commits with generation -1, accepted
+        only while the group has no members (UNKNOWN_MEMBER_ID otherwise, or the member checks
+        when it names a member id); such a commit creates the group. A commit with a generation
+        to a group that does not exist is GROUP_ID_NOT_FOUND (v9+; ILLEGAL_GENERATION before),
+        as in Kafka 4's ``OffsetMetadataManager.validateOffsetCommit``. Members of a KIP-848 consumer
         group commit with their member epoch as ``generation`` (OffsetCommit v9+:
         STALE_MEMBER_EPOCH when it is not the member's current epoch).
         """
@@ -65,11 +68,10 @@ class OffsetMetadataManager:
         err = self.coordinator_error(group_id)
         if err:
             return all_(err)
-        simple = generation < 0 and not member_id and group_instance_id is None
         group = self.groups.get(group_id)
         if group is None:
-            if not simple:
-                return all_(E.ILLEGAL_GENERATION)
+            if generation >= 0:  # Kafka's OffsetMetadataManager.validateOffsetCommit
+                return all_(E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
             if len(self.groups) >= limits.MAX_GROUPS:
                 return all_(E.COORDINATOR_NOT_AVAILABLE)
             group = self.groups[group_id] = GroupMetadata(group_id)
@@ -79,9 +81,10 @@ class OffsetMetadataManager:
             err = self.validate_consumer_commit(group, member_id, generation, api_version, transactional=False)
             if err:
                 return all_(err)
-        elif simple:
-            if not group.is_(GroupState.EMPTY):
-                return all_(E.UNKNOWN_MEMBER_ID)
+        elif generation < 0 and group.is_(GroupState.EMPTY):
+            pass  # Kafka's ClassicGroup.validateOffsetCommit: an empty group takes any commit without a generation
+        elif generation < 0 and not member_id and group_instance_id is None:
+            return all_(E.UNKNOWN_MEMBER_ID)
         else:
             err = self._validate_member(group, member_id, group_instance_id)
             if err:
