@@ -133,6 +133,11 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self._tick_no = 0
         self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
+        self._replay_until: int | None = None
+        """While not None: the last metadata offset in this broker's log when it started; until it
+        is applied, the replay rebuilds the image without acting on replicas (see _end_replay)."""
+        self._replayed: tuple[set, set, set] = (set(), set(), set())
+        """(deleted partitions, changed partitions, changed topics) seen during the replay."""
         self._failed = False
         """This broker found its data dir belongs to another cluster and asked its host to stop."""
         self._foreign_peers: dict[int, str] = {}
@@ -216,6 +221,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self.replaced_disk = await self.loop.run_in_executor(
             self.executor, detect_replaced_disk, Path(self.config.data_dir), self.node_id, identity.directory_id,
             identity.created, peers, rpc_client_context(self.config))
+        self._replay_until = plog.log_end_offset - 1
         self.meta = RaftGroup(self, META_GROUP, plog, meta_voters, apply_entries=True,
                               on_ready=self._on_meta_ready, election_timeout_ticks=self._election_ticks,
                               snapshot=snapshot, recovering=self.replaced_disk, learners=meta_learners)
@@ -229,6 +235,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self.host.identity.bind_cluster_id(self.image.cluster_id)
         self.host.on_broker_configs_changed()  # the replayed dynamic broker configs
         self._reconcile_replicas()
+        self._end_replay_when_caught_up()
         if self.transport is None:
             self.transport = Transport(self, host, port, self.voters)
             await self.transport.start()
@@ -465,6 +472,7 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                     proposed[1].set_result({"error": result.error, "message": result.message, "offset": e.last_offset}
                                            if proposed[0] == e.term else {"retry": True})
             self.applied_offset = e.last_offset
+        self._end_replay_when_caught_up()
         if self.image.cluster_id and self.image.cluster_id != self.host.identity.cluster_id and not self._failed:
             self._bind_cluster_id()
         if peers_changed and self.transport is not None:
@@ -593,12 +601,46 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             return
         if result.broker_configs_changed:
             self.host.on_broker_configs_changed()
+        if self._replay_until is not None:
+            deleted, partitions, topics = self._replayed
+            deleted.update(result.deleted)
+            partitions.update(result.changed_partitions)
+            topics.update(result.changed_topics)
+            return
         for topic, index in result.deleted:
             self._drop_replica(topic, index, delete_log=True)
         if result.created or result.changed_topics:
             self._reconcile_replicas(result.changed_topics)
         for topic, index in result.changed_partitions:
             self._on_partition_changed(topic, index)
+
+    def _end_replay_when_caught_up(self) -> None:
+        """End the start-up replay once the metadata log this broker had when it started is
+        applied (or what is left of it, when a new leader truncated its tail), and act on the
+        image as it is then.
+
+        A replayed record is history whose effects on this broker's replicas already happened,
+        or are superseded by later records: a partition moved away and back ([2] -> [3] -> [2])
+        or a topic deleted and created again must not lose the replica this broker hosts now
+        (Kafka's brokers act on the image they caught up to). So the replay only rebuilds the
+        image; then the replicas the image no longer places here are deleted, and the others
+        are opened or told their replica set."""
+        if self._replay_until is None:
+            return
+        if self.applied_offset < min(self._replay_until, self.meta.plog.log_end_offset - 1):
+            return
+        self._replay_until = None
+        (deleted, partitions, topics), self._replayed = self._replayed, (set(), set(), set())
+        gone = sorted(tp for tp in deleted | partitions if self.node_id not in self.image.replicas(*tp))
+        for topic, index in gone:
+            loaded = self._loaded_logs.pop((topic, index), None)
+            if group_id_of(topic, index) in self.groups or loaded is not None:
+                log.info("%s-%d: not a replica here in the metadata image: deleting the local replica", topic, index)
+                self._drop_replica(topic, index, delete_log=True)
+        self._reconcile_replicas(sorted(topics))
+        for topic, index in sorted(partitions):
+            if self.node_id in self.image.replicas(topic, index):
+                self._on_partition_changed(topic, index)
 
     # ================================================================== proposals
     def _spawn(self, coro) -> None:

@@ -17,6 +17,7 @@ import logging
 from litemq.cluster.group import RaftGroup
 from litemq.cluster.partition import ReplicatedPartition
 from litemq.protocol.errors import ErrorCode
+from litemq.storage.partition_metadata import read_topic_id, write_topic_id
 
 log = logging.getLogger("litemq.cluster.manager")  # the manager's logger, as before the split
 
@@ -110,10 +111,22 @@ class PartitionGroupRegistry:
         host = self.host
         cfg = host.log_config_for(info)
         plog = self._loaded_logs.pop((info.name, index), None) or host.log_manager.get(info.name, index)
+        if plog is not None and read_topic_id(plog.dir) not in (None, info.topic_id):
+            # A directory of an earlier topic of the same name (deleted, then created again, and
+            # this broker did not get to delete it): never the new topic's data.
+            log.warning("%s-%d: the log directory belongs to an earlier topic %s of that name: deleting it",
+                        info.name, index, read_topic_id(plog.dir))
+            host.log_manager.delete(info.name, index)
+            plog = None
         if plog is None:
             plog = host.log_manager.create(info.name, index, cfg)
         else:
             plog.update_config(cfg)
+        if read_topic_id(plog.dir) is None:
+            try:
+                write_topic_id(plog.dir, info.topic_id)
+            except OSError as exc:
+                log.warning("%s-%d: cannot record the topic id: %s", info.name, index, exc)
         p = ReplicatedPartition(info.name, index, plog, host.replicas, replicas)
         gid = group_id_of(info.name, index)
         voters = replicas
