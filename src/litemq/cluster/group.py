@@ -46,7 +46,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Callable
 
-from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from litemq.protocol.records import (
     CONTROL_KRAFT_VOTERS,
     NO_TIMESTAMP,
@@ -373,7 +373,11 @@ class RaftGroup:
         self._materialize()
         if node.log_end_offset != self.plog.log_end_offset:
             raise KafkaError(f"{self.group_id}: log not ready", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        info = self.plog.append(records, leader_epoch=node.term, origin=origin)
+        try:
+            info = self.plog.append(records, leader_epoch=node.term, origin=origin)
+        except KafkaStorageError as exc:  # disk full or failing: answered KAFKA_STORAGE_ERROR, and
+            self._go_offline("cannot append", exc)  # the partition's leadership moves away
+            raise
         if info.duplicate:
             return info
         self.wake()
@@ -435,8 +439,7 @@ class RaftGroup:
                     plog.truncate_to(e.offset)
                 self._write_entry(e)
         except Exception as exc:  # storage failure: this replica stops; the others carry on
-            log.error("%s: cannot persist Raft entries: %s; replica goes offline", self.group_id, exc)
-            self.failed = True
+            self._go_offline("cannot persist Raft entries", exc)
             return
         hs = rd.hard_state
         vote_changed = hs is not None and (hs.term != self._saved_hs.term or hs.voted_for != self._saved_hs.voted_for)
@@ -475,8 +478,7 @@ class RaftGroup:
         if self.closed:
             return
         if exc is not None:
-            log.error("%s: fsync failed: %s; replica goes offline", self.group_id, exc)
-            self.failed = True
+            self._go_offline("fsync failed", exc)
             return
         soft = rd.soft_state
         metrics = getattr(self.host, "metrics", None) if took is not None or soft is not None else None
@@ -524,8 +526,7 @@ class RaftGroup:
         try:
             self._set_conf(conf, upto)
         except OSError as exc:
-            log.error("%s: cannot record the configuration: %s; replica goes offline", self.group_id, exc)
-            self.failed = True
+            self._go_offline("cannot record the configuration", exc)
 
     def _set_conf(self, conf: ConfState, commit_index: int) -> None:
         """Make ``conf`` the configuration of the log start and write it durably (fsync; rare:
@@ -537,6 +538,23 @@ class RaftGroup:
         self._conf_dynamic = True
         hs = self._saved_hs
         self.write_state(HardState(hs.term, hs.voted_for, max(commit_index, hs.commit_index)), sync=True)
+
+    def _go_offline(self, what: str, exc: BaseException) -> None:
+        """A storage failure: this replica stops (until the broker restarts) and the others
+        carry on. A leader first hands over with TimeoutNow (Raft thesis §3.10) to its most
+        up-to-date voter, so the followers elect a new leader at once: behind a live broker,
+        quiescent followers would otherwise never campaign (Kafka: a failed log dir takes the
+        broker's replicas offline and the controller elects leaders elsewhere, KIP-112)."""
+        log.error("%s: %s: %s; replica goes offline", self.group_id, what, exc)
+        self.failed = True
+        node = self.node
+        if not node.is_leader:
+            return
+        others = {v: m for v, m in node.match_offsets().items() if v != self.host.node_id}
+        if others:
+            best = max(sorted(others), key=lambda v: others[v])
+            log.info("%s: hands leadership to replica %d before going offline", self.group_id, best)
+            self.host.send(self.group_id, [TimeoutNow(self.host.node_id, best, node.term)])
 
     def close(self) -> None:
         self.closed = True
