@@ -3,14 +3,18 @@ returns appends succeed and every acknowledged record is intact (issue 3)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from litemq.protocol.errors import ErrorCode
 from litemq.testing.process import BrokerProcess
+from litemq.testing.wire import WireClient
 
 
 @pytest.fixture
@@ -71,3 +75,68 @@ def test_disk_full_gives_storage_error_then_recovers(small_disk, tmp_path):
         lo, hi = c.get_watermark_offsets(TopicPartition("full", 0), timeout=10)
         c.close()
         assert (lo, hi) == (0, len(acked))
+
+
+def _fill(disk) -> Path:
+    """Fill ``disk`` to the last block with one file (returned, to unlink later)."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+        try:
+            while True:
+                os.write(f.fileno(), b"\0" * 512)
+        except OSError:
+            pass
+    return filler
+
+
+def test_init_producer_id_on_full_disk_is_retriable_and_never_reissued(small_disk, tmp_path):
+    """A producer id block is used only once saved: on a full disk InitProducerId answers
+    COORDINATOR_LOAD_IN_PROGRESS (the connection stays), and the id handed out once space
+    returns is not handed out again after a restart (it was, and a new idempotent producer's
+    first batch was then dropped as a duplicate of the old one's)."""
+    init = {"transactional_id": None, "transaction_timeout_ms": 60000}
+    with BrokerProcess(small_disk / "data", log_path=tmp_path / "broker.log") as broker:
+        filler = _fill(small_disk)
+        with WireClient("127.0.0.1", broker.port) as w:
+            r = w.request(22, 1, init)
+            assert r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, r
+            assert r.producer_id == -1
+            filler.unlink()
+            r = w.request(22, 1, init)
+            assert r.error_code == ErrorCode.NONE, r
+            first = r.producer_id
+        broker.restart()
+        with WireClient("127.0.0.1", broker.port) as w:
+            r = w.request(22, 1, init)
+            assert r.error_code == ErrorCode.NONE, r
+            assert r.producer_id != first
+
+
+def test_create_topics_on_full_disk_answers_storage_error_and_leaves_no_topic(small_disk, tmp_path):
+    """CreateTopics on a full disk answers KAFKA_STORAGE_ERROR for the topic (the connection
+    was closed) and leaves no half-created topic: once space returns the same topic is created
+    and takes records (it was TOPIC_ALREADY_EXISTS, with produce timing out)."""
+    with BrokerProcess(small_disk / "data", log_path=tmp_path / "broker.log") as broker:
+        filler = _fill(small_disk)
+        with WireClient("127.0.0.1", broker.port) as w:
+            r = w.request(19, 5, {"topics": [{"name": "ghost", "num_partitions": 4, "replication_factor": 1}],
+                                  "timeout_ms": 10000})
+            assert [(t.name, t.error_code) for t in r.topics] == [("ghost", ErrorCode.KAFKA_STORAGE_ERROR)], r
+            md = w.request(3, 9, {"topics": None})
+            assert "ghost" not in [t.name for t in md.topics]
+        filler.unlink()
+        assert not any(p.name.startswith("ghost-") for p in (small_disk / "data").iterdir())
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("ghost", 4, 1)])["ghost"].result(timeout=30)
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "message.timeout.ms": 20000})
+        errors = []
+        for i in range(4):
+            p.produce("ghost", b"v", partition=i, on_delivery=lambda err, msg: errors.append(err))
+        assert p.flush(30) == 0
+        assert errors == [None] * 4

@@ -33,7 +33,7 @@ from litemq.cluster.metadata import ClusterMetadata, TopicInfo, validate_topic_n
 from litemq.cluster.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, parse_throttled_replicas
 from litemq.metrics import BrokerMetrics
 from litemq.config import TLS_PROTOCOLS, BrokerConfig, ListenerSpec
-from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from litemq.protocol.messages import request_spec
 from litemq.security.authorizer import create_authorizer
 from litemq.storage.config import LogConfig
@@ -365,7 +365,10 @@ class BrokerRuntime:
     # ------------------------------------------------------------ topics
     def log_config_for(self, info: TopicInfo) -> LogConfig:
         """The LogConfig of a topic: broker defaults overlaid with its dynamic configs."""
-        log_keys = {k: v for k, v in info.configs.items()
+        return self._log_config(info.configs)
+
+    def _log_config(self, configs: dict[str, str]) -> LogConfig:
+        log_keys = {k: v for k, v in configs.items()
                     if k not in BROKER_TOPIC_CONFIGS and k not in REMOVED_TOPIC_CONFIGS}
         return LogConfig.from_kafka_configs(log_keys, base=self.default_log_config, stored=True)
 
@@ -407,6 +410,8 @@ class BrokerRuntime:
             KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
                 INVALID_REPLICATION_FACTOR (more replicas than brokers), INVALID_CONFIG,
                 INVALID_REPLICA_ASSIGNMENT.
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not created (disk full, no file descriptor,
+                I/O error); no trace of the topic is left.
         """
         if assignments:
             me = [self.config.node_id]
@@ -421,10 +426,45 @@ class BrokerRuntime:
                              f"{self.live_broker_count()} available broker(s)",
                              ErrorCode.INVALID_REPLICATION_FACTOR)
         self.validate_topic_configs(configs)
-        info = self.metadata.create_topic(name, num_partitions, configs, internal)
-        self._ensure_partitions(info)
+        self.metadata.check_new_topic(name, num_partitions)
+        # The partition logs first, the metadata last: a failure (disk full, no file descriptor)
+        # at either step leaves no topic at all, rather than one that clients see but cannot
+        # use. Logs of a topic the metadata does not know are deleted at the next start.
+        plogs = self._create_logs(name, range(num_partitions), self._log_config(configs))
+        try:
+            info = self.metadata.create_topic(name, num_partitions, configs, internal)
+        except KafkaError:
+            self._delete_logs(name, range(num_partitions))
+            raise
+        for i, plog in enumerate(plogs):
+            self.replicas.add(name, i, plog)
         log.info("created topic %s with %d partition(s)", name, num_partitions)
         return info
+
+    def _create_logs(self, name: str, indexes: range, cfg: LogConfig) -> list:
+        """Open (create) the logs of partitions ``indexes`` of topic ``name``, all or none.
+
+        Raises:
+            KafkaStorageError(KAFKA_STORAGE_ERROR): a log could not be created (disk full, no
+                file descriptor, I/O error); the ones this call created are deleted again.
+        """
+        plogs = []
+        try:
+            for i in indexes:
+                plogs.append(self.log_manager.create(name, i, cfg))
+        except OSError as exc:
+            log.error("cannot create the log of %s-%d: %s", name, indexes[len(plogs)], exc)
+            self._delete_logs(name, indexes[:len(plogs)])
+            raise KafkaStorageError(f"cannot create the log of {name}-{indexes[len(plogs)]}: {exc}") from None
+        return plogs
+
+    def _delete_logs(self, name: str, indexes: range) -> None:
+        for i in indexes:
+            if self.replicas.get(name, i) is None:  # never handed out
+                try:
+                    self.log_manager.delete(name, i)
+                except OSError as exc:
+                    log.warning("cannot delete the log of %s-%d: %s", name, i, exc)
 
     def _ensure_partitions(self, info: TopicInfo) -> None:
         cfg = self.log_config_for(info)
@@ -451,8 +491,17 @@ class BrokerRuntime:
         if assignments is not None:
             me = [self.config.node_id]
             manual_partition_assignments(assignments, self.metadata.topics[name].num_partitions, count, 1, me, me)
-        self.metadata.set_partitions(name, count)
-        self._ensure_partitions(self.metadata.topics[name])
+        info = self.metadata.topics[name]
+        self.metadata.check_new_partition_count(name, count)
+        new = range(info.num_partitions, count)
+        plogs = self._create_logs(name, new, self.log_config_for(info))  # as create_topic: logs first
+        try:
+            self.metadata.set_partitions(name, count)
+        except KafkaError:
+            self._delete_logs(name, new)
+            raise
+        for i, plog in zip(new, plogs):
+            self.replicas.add(name, i, plog)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.validate_topic_configs(configs)

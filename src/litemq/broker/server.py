@@ -50,8 +50,8 @@ from litemq.config import parse_ip_overrides
 from litemq.broker.handlers.sasl import authenticate_raw
 from litemq.broker.handlers.sasl import new_session as new_sasl_session
 from litemq.protocol import frames
-from litemq.protocol.errors import DecodeError
-from litemq.protocol.messages import request_spec
+from litemq.protocol.errors import DecodeError, ErrorCode
+from litemq.protocol.messages import request_spec, response_spec
 from litemq.protocol.regions import FileRegion
 from litemq.security.principal import ANONYMOUS, KafkaPrincipal
 from litemq.security.tls import principal_of
@@ -337,8 +337,7 @@ class Connection(asyncio.Protocol):
         try:
             result = handler(ctx, request)
         except Exception as exc:  # a handler bug must not take the broker down
-            log.exception("handler for api_key=%d v%d failed", api_key, version)
-            self.abort(f"internal error: {exc}")
+            self._handler_failed(exc, header, slot)
             return
         if measured and slot is not None and api_key not in REQUEST_QUOTA_EXEMPT_API_KEYS:
             slot.busy_s = time.perf_counter() - busy_from
@@ -355,12 +354,28 @@ class Connection(asyncio.Protocol):
             return
         exc = task.exception()
         if exc is not None:
-            log.error("handler for api_key=%d v%d failed: %r", header.api_key, header.api_version, exc,
-                      exc_info=exc)
-            self.abort(f"internal error: {exc}")
+            self._handler_failed(exc, header, slot)
             return
         if slot is not None:
             self._respond(slot, header, task.result())
+
+    def _handler_failed(self, exc: BaseException, header: frames.RequestHeader, slot: _Slot | None) -> None:
+        """A handler raised. An OSError (disk full, no file descriptor, I/O error) is a storage
+        failure, not a bug: it is answered KAFKA_STORAGE_ERROR where the response has a
+        top-level error code (Kafka ``KafkaApis.handleError`` answers every request with
+        ``getErrorResponse``), logged in one line; anything else, or a response with per-item
+        codes only (their handlers answer storage errors themselves), closes the connection
+        with the traceback logged."""
+        api_key, version = header.api_key, header.api_version
+        if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+            spec = response_spec(api_key)
+            if spec.has_field("error_code", version):
+                log.error("api_key=%d v%d failed on storage: %s", api_key, version, exc)
+                if slot is not None:
+                    self._respond(slot, header, spec.new(error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+                return
+        log.error("handler for api_key=%d v%d failed: %r", api_key, version, exc, exc_info=exc)
+        self.abort(f"internal error: {exc}")
 
     def _respond(self, slot: _Slot, header: frames.RequestHeader, body: Any) -> None:
         if self._closed:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from litemq import limits
-from litemq.protocol.errors import ErrorCode, KafkaError
+from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from litemq.security import records as security_records
 from litemq.security.acls import AclStore
 from litemq.cluster import schema_registry
@@ -156,6 +156,21 @@ class ClusterMetadata:
             self.cluster_id = self._new_cluster_id or uuid.uuid4().hex[:22]
             self._save()
 
+    def _save_or_undo(self, undo) -> None:
+        """Persist the state just changed in memory; if that fails, call ``undo`` (which puts
+        memory back as it was saved), so nothing unsaved is ever served or built upon.
+
+        Raises:
+            KafkaStorageError(KAFKA_STORAGE_ERROR): ``metadata.json`` could not be written
+                (disk full, no file descriptor, I/O error); memory is as before the change.
+        """
+        try:
+            self._save()
+        except OSError as exc:
+            undo()
+            log.error("cannot save %s: %s", self._path, exc)
+            raise KafkaStorageError(f"cannot save the cluster metadata: {exc}") from None
+
     def _save(self) -> None:
         body = {
             "cluster_id": self.cluster_id,
@@ -192,53 +207,123 @@ class ClusterMetadata:
 
         Raises:
             KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS.
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not saved; the topic does not exist.
+        """
+        self.check_new_topic(name, num_partitions)
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs), internal)
+        self.topics[name] = info
+        self._by_id[info.topic_id] = info
+
+        def undo() -> None:
+            self.topics.pop(name, None)
+            self._by_id.pop(info.topic_id, None)
+        self._save_or_undo(undo)
+        return info
+
+    def check_new_topic(self, name: str, num_partitions: int) -> None:
+        """Could topic ``name`` with ``num_partitions`` partitions be created? Changes nothing.
+
+        Raises:
+            KafkaError: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS.
         """
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
         validate_partition_count(num_partitions)
-        info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs), internal)
-        self.topics[name] = info
-        self._by_id[info.topic_id] = info
-        self._save()
-        return info
 
     def delete_topic(self, name: str) -> TopicInfo:
+        """Remove topic ``name`` and persist.
+
+        Raises:
+            KafkaError(UNKNOWN_TOPIC_OR_PARTITION): no such topic.
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not saved; the topic is still there.
+        """
         info = self.topics.pop(name, None)
         if info is None:
             raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         self._by_id.pop(info.topic_id, None)
-        self._save()
+
+        def undo() -> None:
+            self.topics[name] = info
+            self._by_id[info.topic_id] = info
+        self._save_or_undo(undo)
         return info
 
-    def set_partitions(self, name: str, count: int) -> None:
+    def check_new_partition_count(self, name: str, count: int) -> None:
+        """Could topic ``name`` grow to ``count`` partitions? Changes nothing.
+
+        Raises:
+            KafkaError(INVALID_PARTITIONS): ``count`` is not more than now, or over the bound.
+        """
         info = self.topics[name]
         if count <= info.num_partitions:
             raise KafkaError(f"topic {name!r} has {info.num_partitions} partitions; "
                              f"the count can only grow", ErrorCode.INVALID_PARTITIONS)
         validate_partition_count(count)
+
+    def set_partitions(self, name: str, count: int) -> None:
+        """Grow topic ``name`` to ``count`` partitions and persist.
+
+        Raises:
+            KafkaError(INVALID_PARTITIONS): as :meth:`check_new_partition_count`.
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not saved; the count stays.
+        """
+        self.check_new_partition_count(name, count)
+        info = self.topics[name]
+        old = info.num_partitions
         info.num_partitions = count
-        self._save()
+        self._save_or_undo(lambda: setattr(info, "num_partitions", old))
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
-        self._save()
+        """Replace topic ``name``'s dynamic configs and persist.
+
+        Raises:
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not saved; the old configs stay.
+        """
+        info = self.topics[name]
+        old = info.configs
+        info.configs = dict(configs)
+        self._save_or_undo(lambda: setattr(info, "configs", old))
 
     def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of broker resource ``resource`` ("" = the default; the
-        caller validated them) and persist."""
+        caller validated them) and persist.
+
+        Raises:
+            KafkaStorageError(KAFKA_STORAGE_ERROR): not saved; the old configs stay.
+        """
+        old = self.broker_configs.get(resource)
         if configs:
             self.broker_configs[resource] = dict(configs)
         else:
             self.broker_configs.pop(resource, None)
-        self._save()
+
+        def undo() -> None:
+            if old is None:
+                self.broker_configs.pop(resource, None)
+            else:
+                self.broker_configs[resource] = old
+        self._save_or_undo(undo)
 
     # ------------------------------------------------------------ producer ids
     def allocate_producer_id(self) -> int:
-        """A fresh producer id (KIP-98); blocks are reserved on disk before use."""
+        """A fresh producer id (KIP-98). An id comes from a block whose end is durably saved
+        before any id of it is handed out (Kafka ``ProducerIdManager``: a block is written to the
+        metadata log before use), so a restart never hands an id out again.
+
+        Raises:
+            KafkaError(COORDINATOR_LOAD_IN_PROGRESS): the next block could not be saved (disk
+                full, ...); no id is handed out and the limit stays the saved one. Kafka 3.5+
+                answers InitProducerId so while its next block is not there, and every client
+                retries it.
+        """
         if self._next_producer_id >= self._producer_id_limit:
+            old = self._producer_id_limit
             self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK_SIZE
-            self._save()
+            try:
+                self._save_or_undo(lambda: setattr(self, "_producer_id_limit", old))
+            except KafkaStorageError as exc:
+                raise KafkaError(f"no producer id block: {exc}", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) from None
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid

@@ -788,6 +788,10 @@ class MessageSpec:
         """A new root object; unspecified fields take the schema defaults."""
         return self.cls(**fields)
 
+    def has_field(self, attr: str, version: int) -> bool:
+        """True if the root struct has field ``attr`` (snake_case) at ``version``."""
+        return any(f.attr == attr and f.present(version) for f in self._msg.root.fields)
+
     def _compile(self, version: int):
         if not self.supports(version):
             raise DecodeError(f"{self.name}: unsupported version {version} (valid {self.min_version}-{self.max_version})")
