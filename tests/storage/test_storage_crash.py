@@ -236,3 +236,23 @@ def test_no_checkpoint_at_a_new_logs_first_flush_and_a_crash_still_recovers(tmp_
     del log  # a crash: no close
     log = PartitionLog.open(d, CFG)
     assert offsets(log.read_bytes(0, 10**9)) == list(range(10))
+
+
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "leader-epoch-checkpoint",
+                                  "log-start-offset-checkpoint"])
+def test_a_checkpoint_with_non_utf8_bytes_is_ignored_and_the_log_recovers(tmp_path, caplog, name):
+    """A checkpoint file with bytes that are not UTF-8 is malformed like any other (logged,
+    ignored, the log recovered), as read_checkpoint says and Kafka does; it stopped the broker
+    from starting with "'utf-8' codec can't decode", naming no file."""
+    d = tmp_path / "t-0"
+    log = _filled(d)
+    leo = log.log_end_offset
+    data = log.read_bytes(0, 10**9)
+    log.close()
+    (d / name).write_bytes(b"0\n1\n\xff\xfe 12\n")
+    log = PartitionLog.open(d, CFG)
+    assert log.log_end_offset == leo
+    assert log.read_bytes(0, 10**9) == data
+    assert any(name in r.getMessage() and "malformed" in r.getMessage() for r in caplog.records)
+    log.append(batch(1), leader_epoch=2)
+    log.close()

@@ -59,16 +59,20 @@ def write_checkpoint(path: Path, entries: list[tuple[int, ...]]) -> None:
 
 
 def read_checkpoint(path: Path, arity: int) -> list[tuple[int, ...]] | None:
-    """Read a checkpoint file; ``None`` if missing or malformed (logged, never raised)."""
+    """Read a checkpoint file; ``None`` if missing or malformed (logged, never raised).
+
+    Malformed includes bytes that are not UTF-8 (``UnicodeDecodeError``): Kafka's
+    ``CheckpointFile`` read fails the same way for any unreadable content, and the log manager
+    then recovers the log from offset 0 rather than refusing to start."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         log.warning("cannot read checkpoint %s: %s", path, exc)
         return None
     try:
-        lines = text.split("\n")
+        lines = raw.decode("utf-8").split("\n")
         if int(lines[0]) != CHECKPOINT_VERSION:
             raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
@@ -79,7 +83,7 @@ def read_checkpoint(path: Path, arity: int) -> list[tuple[int, ...]] | None:
                 raise ValueError(f"entry {i} has {len(fields)} fields, expected {arity}")
             entries.append(fields)
         return entries
-    except (ValueError, IndexError) as exc:
+    except (ValueError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
         log.warning("ignoring malformed checkpoint %s: %s", path, exc)
         return None
 
