@@ -137,24 +137,36 @@ class ClusterMetadata:
 
     # ------------------------------------------------------------ persistence
     def _load(self) -> None:
+        """Load ``metadata.json`` (or make a new one).
+
+        Raises:
+            ValueError: the file is not UTF-8, not JSON or not a metadata document; the message
+                names the file (the broker refuses to start on it, as Kafka on a bad
+                ``meta.properties``, rather than start with no topics).
+        """
         if self._path.exists():
-            d = json.loads(self._path.read_text())
-            self.cluster_id = d["cluster_id"]
-            self.topics = {t["name"]: TopicInfo.from_json(t) for t in d.get("topics", [])}
-            self._by_id = {t.topic_id: t for t in self.topics.values()}
-            self.acls = AclStore.from_json(d.get("acls", []))
-            self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
-            self.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
-            self.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
-            self.schema_registry = schema_registry.SchemaRegistryStore.from_json(d.get("schema_registry"))
-            self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
-                                   for k, c in dict(d.get("broker_configs") or {}).items()}
-            # Reserved blocks are not handed out again after a restart (as Kafka's
-            # ProducerIdManager): start at the persisted limit.
-            self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
+            try:
+                self._load_from(json.loads(self._path.read_text(encoding="utf-8")))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # UnicodeDecodeError is one
+                raise ValueError(f"{self._path} is not a readable metadata file: {exc!r}") from None
         else:
             self.cluster_id = self._new_cluster_id or uuid.uuid4().hex[:22]
             self._save()
+
+    def _load_from(self, d: dict) -> None:
+        self.cluster_id = d["cluster_id"]
+        self.topics = {t["name"]: TopicInfo.from_json(t) for t in d.get("topics", [])}
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+        self.acls = AclStore.from_json(d.get("acls", []))
+        self.scram_credentials = security_records.scram_from_json(d.get("scram_credentials"))
+        self.client_quotas = ClientQuotaStore.from_json(d.get("client_quotas"))
+        self.client_metrics = ClientMetricsStore.from_json(d.get("client_metrics"))
+        self.schema_registry = schema_registry.SchemaRegistryStore.from_json(d.get("schema_registry"))
+        self.broker_configs = {str(k): {str(n): str(v) for n, v in dict(c).items()}
+                               for k, c in dict(d.get("broker_configs") or {}).items()}
+        # Reserved blocks are not handed out again after a restart (as Kafka's
+        # ProducerIdManager): start at the persisted limit.
+        self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
 
     def _save_or_undo(self, undo) -> None:
         """Persist the state just changed in memory; if that fails, call ``undo`` (which puts
