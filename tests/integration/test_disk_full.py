@@ -140,3 +140,30 @@ def test_create_topics_on_full_disk_answers_storage_error_and_leaves_no_topic(sm
             p.produce("ghost", b"v", partition=i, on_delivery=lambda err, msg: errors.append(err))
         assert p.flush(30) == 0
         assert errors == [None] * 4
+
+
+def test_sigterm_on_a_full_disk_finishes_the_shutdown(small_disk, tmp_path):
+    """SIGTERM while the disk is full: the broker stops with status 0, logging one line per
+    step that failed, and starts again with every acknowledged record (it printed "cannot start
+    broker: [Errno 28]" and exited 1 partway through the shutdown)."""
+    log_path = tmp_path / "broker.log"
+    broker = BrokerProcess(small_disk / "data", log_path=log_path).start()
+    try:
+        bs = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("t", 3, 1)])["t"].result(timeout=30)
+        p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True})
+        for i in range(30):
+            p.produce("t", b"%d" % i, partition=i % 3)
+        assert p.flush(30) == 0
+        _fill(small_disk)
+        assert broker.stop() == 0, log_path.read_text()[-2000:]
+        assert "Traceback" not in log_path.read_text()
+    finally:
+        if broker.alive():
+            broker.kill()
+    (small_disk / "filler").unlink()
+    with BrokerProcess(small_disk / "data", log_path=tmp_path / "broker2.log") as broker:
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g2"})
+        assert [c.get_watermark_offsets(TopicPartition("t", i), timeout=10)[1] for i in range(3)] == [10, 10, 10]
+        c.close()

@@ -231,23 +231,43 @@ class BrokerRuntime:
         self.ports[spec.name] = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        """Stop accepting, close connections, flush and close every log (clean shutdown)."""
-        await self.http.stop()
+        """Stop accepting, close connections, flush and close every log (clean shutdown).
+
+        Every step runs even when one before it failed (a full disk, no file descriptor): a
+        failure is logged in one line and the shutdown goes on, so the logs that can be closed
+        cleanly are, and the data dir's lock is released. Never raises (but CancelledError)."""
+        failures = 0
+
+        async def step(what: str, fn, *args) -> None:
+            nonlocal failures
+            try:
+                result = fn(*args)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as exc:  # noqa: BLE001 - the other steps must still run
+                failures += 1
+                log.error("shutdown: %s failed: %r", what, exc)
+
+        await step("stopping the HTTP server", self.http.stop)
         for server in self._servers:
-            server.close()
+            await step("closing a listener", server.close)
         for conn in list(self.connections):
             if conn.transport is not None:
-                conn.transport.close()
-        await self._cancel_tasks()
+                await step("closing a connection", conn.transport.close)
+        await step("cancelling the broker's tasks", self._cancel_tasks)
         if self.txn_coordinator is not None:
-            await self.txn_coordinator.stop()
+            await step("stopping the transaction coordinator", self.txn_coordinator.stop)
         if self.coordinator is not None and hasattr(self.coordinator, "stop"):
-            await self.coordinator.stop()
+            await step("stopping the group coordinator", self.coordinator.stop)
         if self.cluster is not None:
-            await self.cluster.stop()
-        await self.loop.run_in_executor(self.executor, self.log_manager.close_all)
+            await step("stopping the cluster manager", self.cluster.stop)
+        await step("closing the logs", self.loop.run_in_executor, self.executor, self.log_manager.close_all)
         self.executor.shutdown(wait=True)
-        log.info("LiteMQ broker %d stopped cleanly", self.config.node_id)
+        if failures:
+            log.warning("LiteMQ broker %d stopped; %d shutdown step(s) failed (see above)",
+                        self.config.node_id, failures)
+        else:
+            log.info("LiteMQ broker %d stopped cleanly", self.config.node_id)
 
     def spawn(self, coro) -> asyncio.Task:
         """Run ``coro`` as a task of this broker (a request's handler, a delayed fetch or

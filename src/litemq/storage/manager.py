@@ -126,7 +126,7 @@ class LogManager:
             for plog in logs:
                 try:
                     plog.close()
-                except Exception:
-                    log.exception("error closing %s", plog)
+                except Exception as exc:  # noqa: BLE001 - one line per log that cannot close cleanly
+                    log.error("cannot close %s cleanly (it recovers at the next start): %r", plog, exc)
         finally:
             self.dir_lock.release()
