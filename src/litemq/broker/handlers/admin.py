@@ -651,13 +651,17 @@ async def handle_elect_leaders(ctx, req) -> dict:
     (always on a single broker). UNCLEAN (1): Raft elects only replicas holding every committed
     record, so there is no unclean election: ELECTION_NOT_NEEDED while a leader exists,
     ELIGIBLE_LEADERS_NOT_AVAILABLE otherwise (Kafka's answers for those states). ``topic_partitions``
-    null means every partition."""
+    null means every partition of every topic, internal ones (``__consumer_offsets``) included, and
+    the answer leaves out the partitions that answer ELECTION_NOT_NEEDED (a row per topic stays,
+    its partition list possibly empty), as Kafka's ``ReplicationControlManager.electLeaders``: "we
+    do not return partitions which already have the desired leader"."""
     runtime = ctx.runtime
     v = ctx.version
     election_type = req.election_type if v >= 1 else 0
     meta = runtime.metadata
-    if req.topic_partitions is None:
-        wanted = [(name, list(range(info.num_partitions))) for name, info in meta.topics.items() if not info.internal]
+    every_partition = req.topic_partitions is None
+    if every_partition:
+        wanted = [(name, list(range(info.num_partitions))) for name, info in meta.topics.items()]
     else:
         wanted = [(t.topic, list(t.partitions)) for t in req.topic_partitions]
     allowed = authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER)
@@ -694,7 +698,8 @@ async def handle_elect_leaders(ctx, req) -> dict:
         else:
             codes = await asyncio.gather(*(one(topic, i) for i in indexes))
         results.append({"topic": topic, "partition_result": [
-            {"partition_id": i, "error_code": int(code), "error_message": msg} for i, (code, msg) in zip(indexes, codes)]})
+            {"partition_id": i, "error_code": int(code), "error_message": msg} for i, (code, msg) in zip(indexes, codes)
+            if not (every_partition and code == ErrorCode.ELECTION_NOT_NEEDED)]})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             "replica_election_results": results}
 
