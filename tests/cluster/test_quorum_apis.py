@@ -22,6 +22,8 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
 from litemq.cluster.image import MetadataImage
@@ -128,9 +130,29 @@ def test_unregister_broker(tmp_path):
         leader = cluster.metadata_leader()
         gone = next(n for n in reversed(cluster.node_ids) if n != leader)
         via = next(n for n in cluster.node_ids if n not in (leader, gone))  # forwarded to the leader
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("solo", 1, replica_assignment=[[gone]])])["solo"].result(30)
+        cluster.wait_leaders("solo", 1)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "solo-g"})
+        try:
+            consumer.commit(offsets=[TopicPartition("solo", 0, 0)], asynchronous=False)
+        finally:
+            consumer.close()
         cluster.kill(gone)
         out = _litemq("cluster", "unregister", str(gone), "-b", cluster.node(via).bootstrap_servers)
         assert out.returncode == 0, out.stderr.decode()
+        # its partition has no leader now: ``topic describe`` shows it so, its offsets unknown
+        wait_for(lambda: admin.list_topics("solo", timeout=10).topics["solo"].partitions[0].leader == -1, 20,
+                 "solo-0 still has a leader")
+        out = _litemq("topic", "describe", "solo", "-b", cluster.node(via).bootstrap_servers)
+        assert out.returncode == 0 and b"Traceback" not in out.stderr, out
+        row = next(line for line in out.stdout.decode().splitlines() if line.strip("│ ").startswith("0 "))
+        assert [c.strip() for c in row.split("│")[2:7]] == ["none", str(gone), "", "unknown", "unknown"], row
+        cluster.wait_leaders("__consumer_offsets", 8, exclude={gone})  # the group's coordinator may have moved
+        out = _litemq("group", "describe", "solo-g", "-b", cluster.node(via).bootstrap_servers)
+        assert out.returncode == 0, out  # the log end offset and lag unknown
+        row = next(line for line in out.stdout.decode().splitlines() if "solo" in line and "│" in line)
+        assert [c.strip() for c in row.split("│")[1:6]] == ["solo", "0", "0", "-", "-"], row
         for n in (leader, via):
             wait_for(lambda: gone not in _described_brokers(cluster, n), 20, f"broker {gone} left {n}'s answer")
             assert gone not in [b["node_id"] for b in cluster.status(n)["brokers"]]

@@ -147,8 +147,10 @@ def topic_list(show_internal, bootstrap) -> None:
 @click.argument("name")
 @bootstrap_option
 def topic_describe(name, bootstrap) -> None:
-    """Partitions (leader, replicas, offsets) and configs of topic NAME."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Partitions (leader, replicas, offsets) and configs of topic NAME. A partition without a
+    leader shows the leader as none; offsets that cannot be read (no leader, leader down or
+    moving) show as unknown."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import ConfigResource
 
     admin = _admin(bootstrap)
@@ -162,9 +164,14 @@ def topic_describe(name, bootstrap) -> None:
     try:
         for pid in sorted(t.partitions):
             p = t.partitions[pid]
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(name, pid), timeout=CLIENT_TIMEOUT_S)
-            table.add_row(str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)),
-                          str(lo), str(hi))
+            lo = hi = "unknown"
+            if p.leader >= 0:
+                try:
+                    lo, hi = consumer.get_watermark_offsets(TopicPartition(name, pid), timeout=CLIENT_TIMEOUT_S)
+                except KafkaException:  # the leader moved or is down since the metadata was read
+                    pass
+            table.add_row(str(pid), str(p.leader) if p.leader >= 0 else "none", ",".join(map(str, p.replicas)),
+                          ",".join(map(str, p.isrs)), str(lo), str(hi))
     finally:
         consumer.close()
     console.print(f"[bold]{name}[/]  partitions: {len(t.partitions)}")

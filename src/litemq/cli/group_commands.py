@@ -74,14 +74,23 @@ def _committed(admin, group: str) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
 
 
-def _list_offsets(admin, partitions: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
+def _list_offsets(admin, partitions: list[tuple[str, int]], spec, *,
+                  skip_unreadable: bool = False) -> dict[tuple[str, int], int]:
+    """Offset of each partition at ``spec``. With ``skip_unreadable`` a partition whose offset
+    cannot be read (no leader, leader down) is left out, else it is a CliError."""
     from confluent_kafka import TopicPartition
 
     if not partitions:
         return {}
     futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions})
-    return {(tp.topic, tp.partition): _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
-            for tp, f in futs.items()}
+    found = {}
+    for tp, f in futs.items():
+        try:
+            found[(tp.topic, tp.partition)] = _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+        except CliError:
+            if not skip_unreadable:
+                raise
+    return found
 
 
 def _describe(admin, group: str):
@@ -156,7 +165,7 @@ def group_describe(group_id, bootstrap) -> None:
     partitions = sorted(set(committed) | set(owner))
     if not desc.members and not committed and _state_name(desc.state) == "Dead":
         raise CliError(f"group {group_id!r} does not exist")
-    ends = _list_offsets(admin, partitions, OffsetSpec.latest())
+    ends = _list_offsets(admin, partitions, OffsetSpec.latest(), skip_unreadable=True)  # unknown: "-"
     kind = _type_name(getattr(desc, "type", None))
     epochs = _consumer_group_epochs(bootstrap, desc) if kind == "consumer" else None
     state = _state_name(desc.state)

@@ -112,7 +112,7 @@ def share_group_describe(group_id, bootstrap) -> None:
                   f"assignment epoch {g.assignment_epoch}  assignor {g.assignor_name}  members {len(g.members)}")
     starts = _describe_offsets(admin, group_id)
     parts = sorted(starts)
-    ends = _list_offsets(admin, parts, OffsetSpec.latest())
+    ends = _list_offsets(admin, parts, OffsetSpec.latest(), skip_unreadable=True)  # unknown: "-"
     table = make_table("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG")
     for tp in parts:
         start, end = starts[tp], ends.get(tp)
