@@ -158,3 +158,21 @@ def test_a_later_config_in_the_log_wins_over_the_recorded_one(tmp_path):
     assert g.node.conf_state_at(1) == CONF
     g.close()
     plog.close()
+
+
+def test_an_unreadable_state_file_starts_the_replica_recovering(tmp_path):
+    """A raft-state.json that cannot be read lost the term and vote: the replica must not start
+    from term 0 with no vote (it could vote twice in a term); it starts recovering, as after a
+    replaced disk, and records that, so a restart before it caught up still is."""
+    for content in (b"{not json", b"\xff\xfe", b"[1, 2]"):
+        d = tmp_path / f"t-{len(content)}"
+        plog = PartitionLog.open(d, LOG_CONFIG)
+        (d / RAFT_STATE_FILE).write_bytes(content)
+        g = _group(plog)
+        assert g.node.recovering, content
+        assert json.loads((d / RAFT_STATE_FILE).read_text())["recovering"] is True
+        g.close()
+        assert _group(PartitionLog.open(d, LOG_CONFIG)).node.recovering
+        plog.close()
+    fresh = _group(PartitionLog.open(tmp_path / "new-0", LOG_CONFIG))  # no file: a new replica votes
+    assert not fresh.node.recovering

@@ -219,6 +219,8 @@ class RaftGroup:
         self._written_term = -1
         self._written_hs: HardState | None = None
         state = self._read_state()
+        if state is None:  # a lost term and vote: never vote as its old self (as a replaced disk)
+            state, recovering = {}, True
         # A replaced disk (issue 20): the group starts recovering (RaftNode(recovering=True))
         # when it has no state yet; later its state file says whether it still is.
         recovering = bool(state.get("recovering", False)) if state else recovering
@@ -275,14 +277,25 @@ class RaftGroup:
     def _state_path(self) -> Path:
         return self.plog.dir / RAFT_STATE_FILE
 
-    def _read_state(self) -> dict:
+    def _read_state(self) -> dict | None:
+        """The state file's content; {} when there is none (a new replica); None when it cannot
+        be read: the term and vote it held are lost, so the replica starts recovering (it votes
+        only once caught up with a leader, as after a replaced disk), never from term 0 with no
+        vote, which could vote twice in a term (Raft §5.2; Kafka refuses to start on a corrupt
+        quorum-state file)."""
         try:
-            return json.loads(self._state_path.read_text())
+            state = json.loads(self._state_path.read_bytes().decode("utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable %s (%s); starting from term 0", self.group_id, RAFT_STATE_FILE, exc)
-            return {}
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            log.warning("%s: unreadable %s (%s): term and vote lost; recovering (no vote until caught up "
+                        "with a leader)", self.group_id, self._state_path, exc)
+            return None
+        if not isinstance(state, dict):
+            log.warning("%s: %s holds no state object: term and vote lost; recovering", self.group_id,
+                        self._state_path)
+            return None
+        return state
 
     def write_state(self, hs: HardState, sync: bool) -> None:
         """Persist term, vote, commit index (and the snapshot term); fsync when ``sync``.
