@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from litemq.protocol.records import decode_batch, is_raft_internal_batch, iter_batches
 from litemq.testing.cluster import LocalCluster, wait_for
+from litemq.testing.wire import WireClient
 from tests.cluster.test_cluster_failover import CLIENT, Load, check_no_acked_loss, create_topic
 from litemq.testing.readback import read_sequenced
 
@@ -106,6 +107,33 @@ def _list_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]
         c.close()
 
 
+def _list_offsets_epochs(cluster: LocalCluster, topic: str, partition: int) -> dict[int, tuple[int, int]]:
+    """ListOffsets v7 at the partition's leader: timestamp -> (offset, leader epoch) for
+    EARLIEST (-2), LATEST (-1) and timestamp 0 (the first record)."""
+    leader = cluster.leader_of(topic, partition)
+    out = {}
+    with WireClient("127.0.0.1", cluster.node(leader).port) as w:
+        for ts in (-2, -1, 0):
+            r = w.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": ts}]}]})
+            x = r.topics[0].partitions[0]
+            assert x.error_code == 0, x
+            out[ts] = (x.offset, x.leader_epoch)
+    return out
+
+
+def _first_batch_epoch(bootstrap: str, topic: str, partition: int) -> int:
+    """partitionLeaderEpoch of the batch holding offset 0, as a consumer receives it."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "epoch-check", **CLIENT})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        m = wait_for(lambda: next(iter(c.consume(1, 1)), None), 30, "the first record")
+        assert m.offset() == 0
+        return m.leader_epoch()
+    finally:
+        c.close()
+
+
 @contextmanager
 def _cluster_with_topic(tmp_path, topic: str, n: int):
     """3 brokers (OVERRIDES) with ``topic`` of ``n`` partitions, RF 3, every partition led."""
@@ -130,7 +158,7 @@ def test_leader_changes_take_no_kafka_offset(tmp_path):
                               group_id="dense-check", client_config=CLIENT)
         check_no_acked_loss(load, read)
         views = _wait_replicas_agree(cluster, topic, n)
-        internal = 0
+        internal = epochs_moved = 0
         for p in range(n):
             offsets = [o for o, _ in read[p]]
             assert offsets == list(range(len(offsets))), \
@@ -140,10 +168,16 @@ def test_leader_changes_take_no_kafka_offset(tmp_path):
             _, start, hw, leo, raft_leo = views[p][0]
             assert (start, hw, leo) == (0, len(offsets), len(offsets)), views[p]
             assert _list_offsets(bs, topic, p) == (0, len(offsets))
+            # Kafka's epochs: the one the found batch was written in, the current one for LATEST
+            first, current = _first_batch_epoch(bs, topic, p), _epoch(cluster, topic, p)
+            assert _list_offsets_epochs(cluster, topic, p) == {-2: (0, first), 0: (0, first),
+                                                                -1: (len(offsets), current)}
+            epochs_moved += first < current
             internal += raft_leo - leo
         # The faults hit the leader under load: new leaders inherited records not known committed
         # and appended their no-op, which took a Raft offset and no Kafka offset.
         assert internal > 0, f"no Raft-internal batch was written (views {views}): the test exercised nothing"
+        assert epochs_moved, "no partition's first batch is of an earlier epoch: the epoch checks checked nothing"
         print(f"\n{gained} leader epochs, {sum(map(len, read.values()))} records at offsets 0..N-1, "
               f"{internal} Raft-internal batches without a Kafka offset")
 

@@ -239,11 +239,21 @@ async def _long_poll(runtime, req, v, context, max_bytes, max_wait_ms, watched, 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 
 
-def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
-    """(Kafka offset, timestamp) for one ListOffsets query; (-1, -1) when no record qualifies.
-    With ``isolation_level`` 1 (read_committed) the last stable offset bounds the answer."""
+def _list_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+    """(Kafka offset, timestamp, leader epoch) for one ListOffsets query; (-1, -1, -1) when no
+    record qualifies. With ``isolation_level`` 1 (read_committed) the last stable offset bounds
+    the answer. The epoch is Kafka's (``Partition.fetchOffsetForTimestamp`` and
+    ``UnifiedLog.fetchOffsetByTimestamp``): the current leader epoch for LATEST, else the
+    epoch of the batch found (its partitionLeaderEpoch, from the leader epoch cache: the
+    earliest entry for EARLIEST), or the current one at the log end (no batch there yet)."""
     offset, ts = _list_log_offset(p, timestamp, isolation_level)
-    return (p.kafka_offset(offset), ts) if offset >= 0 else (offset, ts)
+    if offset < 0:
+        return offset, ts, -1
+    if timestamp == LATEST or offset >= p.log.log_end_offset:
+        epoch = p.leader_epoch
+    else:
+        epoch = p.log.leader_epoch_cache.epoch_for_offset(offset)
+    return p.kafka_offset(offset), ts, epoch
 
 
 def _list_log_offset(p, timestamp: int, isolation_level: int) -> tuple[int, int]:
@@ -285,9 +295,8 @@ def handle_list_offsets(ctx, req) -> dict:
             elif v >= 4 and (code := p.check_leader_epoch(lp.current_leader_epoch)):
                 entry["error_code"] = code
             else:
-                offset, ts = _list_offset(p, lp.timestamp, req.isolation_level if v >= 2 else 0)
-                # nothing found (no record at or after the timestamp): -1 for the epoch too, as Kafka
-                entry.update(offset=offset, timestamp=ts, leader_epoch=p.leader_epoch if offset >= 0 else -1)
+                offset, ts, epoch = _list_offset(p, lp.timestamp, req.isolation_level if v >= 2 else 0)
+                entry.update(offset=offset, timestamp=ts, leader_epoch=epoch)
                 if v == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
             parts.append(entry)
