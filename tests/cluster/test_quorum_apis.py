@@ -138,6 +138,8 @@ def test_unregister_broker(tmp_path):
             consumer.commit(offsets=[TopicPartition("solo", 0, 0)], asynchronous=False)
         finally:
             consumer.close()
+        dirs = {n: uuid.UUID(bytes=base64.urlsafe_b64decode(st["directory_id"] + "=="))
+                for n, st in cluster.statuses().items()}
         cluster.kill(gone)
         out = _litemq("cluster", "unregister", str(gone), "-b", cluster.node(via).bootstrap_servers)
         assert out.returncode == 0, out.stderr.decode()
@@ -148,6 +150,10 @@ def test_unregister_broker(tmp_path):
         assert out.returncode == 0 and b"Traceback" not in out.stderr, out
         row = next(line for line in out.stdout.decode().splitlines() if line.strip("│ ").startswith("0 "))
         assert [c.strip() for c in row.split("│")[2:7]] == ["none", str(gone), "", "unknown", "unknown"], row
+        # a voter keeps its directory id in the voter set (KIP-853), registered or not
+        with _wire(cluster, leader) as w:
+            part = w.request(55, 2, QUORUM).topics[0].partitions[0]
+        assert {v.replica_id: v.replica_directory_id for v in part.current_voters}[gone] == dirs[gone]
         cluster.wait_leaders("__consumer_offsets", 8, exclude={gone})  # the group's coordinator may have moved
         out = _litemq("group", "describe", "solo-g", "-b", cluster.node(via).bootstrap_servers)
         assert out.returncode == 0, out  # the log end offset and lag unknown
@@ -180,4 +186,9 @@ def test_unregister_record_in_the_image():
     img.apply({"type": "register_broker", "node_id": 2, "host": "h", "port": 1})
     assert img.apply({"type": "unregister_broker", "node_id": 2}).error == ErrorCode.NONE
     assert 2 not in img.brokers and 2 not in MetadataImage.from_json(img.to_json()).brokers
+    img.apply({"type": "register_broker", "node_id": 3, "host": "h", "port": 1, "directory_id": "AAECAwQFBgcICQoLDA0ODw"})
+    assert img.apply({"type": "unregister_broker", "node_id": 3}).error == ErrorCode.NONE
+    assert MetadataImage.from_json(img.to_json()).directory_id_of(3) == "AAECAwQFBgcICQoLDA0ODw"
+    img.apply({"type": "register_broker", "node_id": 3, "host": "h", "port": 1, "directory_id": "BBECAwQFBgcICQoLDA0ODw"})
+    assert img.directory_id_of(3) == "BBECAwQFBgcICQoLDA0ODw" and 3 not in img.unregistered_directories
     assert img.apply({"type": "unregister_broker", "node_id": 2}).error == ErrorCode.BROKER_ID_NOT_REGISTERED

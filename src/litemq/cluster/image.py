@@ -301,6 +301,9 @@ class MetadataImage:
         reassignments: (topic, partition) -> :class:`Reassignment` in progress.
         unregistered: node id -> the process incarnation that was registered when the broker
             was unregistered (that process does not register again; a restarted one does).
+        unregistered_directories: node id -> the directory id it had when it was unregistered
+            (a metadata voter keeps its directory id in the voter set, KIP-853, whether or not
+            it is registered as a broker: see :meth:`directory_id_of`).
     """
 
     def __init__(self) -> None:
@@ -317,8 +320,18 @@ class MetadataImage:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.unregistered: dict[int, str] = {}
+        self.unregistered_directories: dict[int, str] = {}
 
     # ------------------------------------------------------------ queries
+    def directory_id_of(self, node_id: int) -> str | None:
+        """The directory id of ``node_id``: its registration's, else the one it had when it was
+        unregistered (DescribeQuorum and RemoveRaftVoter of a voter that was decommissioned
+        first); None when unknown."""
+        b = self.brokers.get(node_id)
+        if b is not None:
+            return b.directory_id
+        return self.unregistered_directories.get(node_id)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
 
@@ -373,6 +386,7 @@ class MetadataImage:
                        str(rec["incarnation"]) if rec.get("incarnation") else None)
         self.brokers[b.node_id] = b
         self.unregistered.pop(b.node_id, None)
+        self.unregistered_directories.pop(b.node_id, None)
         return ApplyResult()
 
     def _apply_unregister_broker(self, rec: dict) -> ApplyResult:
@@ -382,6 +396,8 @@ class MetadataImage:
             return ApplyResult(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {node} is not currently registered")
         if b.incarnation:
             self.unregistered[node] = b.incarnation
+        if b.directory_id:
+            self.unregistered_directories[node] = b.directory_id
         return ApplyResult()
 
     def _apply_create_topic(self, rec: dict) -> ApplyResult:
@@ -500,6 +516,7 @@ class MetadataImage:
             "schema_registry": self.schema_registry.to_json(),
             "reassignments": [[t, i, list(m.target), list(m.original)] for (t, i), m in self.reassignments.items()],
             "unregistered": {str(n): inc for n, inc in self.unregistered.items()},
+            "unregistered_directories": {str(n): d for n, d in self.unregistered_directories.items()},
         }
 
     @classmethod
@@ -529,4 +546,6 @@ class MetadataImage:
         img.reassignments = {(str(t), int(i)): Reassignment(tuple(map(int, target)), tuple(map(int, original)))
                              for t, i, target, original in d.get("reassignments") or ()}
         img.unregistered = {int(n): str(inc) for n, inc in dict(d.get("unregistered") or {}).items()}
+        img.unregistered_directories = {int(n): str(v) for n, v in
+                                        dict(d.get("unregistered_directories") or {}).items()}
         return img

@@ -186,10 +186,9 @@ class MetadataQuorum:
             self._quorum_changing = False
 
     def _check_directory(self, node_id: int, directory_id: str | None, code: ErrorCode) -> None:
-        b = self.image.brokers.get(node_id)
-        if directory_id and b is not None and b.directory_id and \
-                directory_uuid(directory_id) != directory_uuid(b.directory_id):
-            raise KafkaError(f"broker {node_id} has directory.id {b.directory_id}, not {directory_id}", code)
+        known = self.image.directory_id_of(node_id)
+        if directory_id and known and directory_uuid(directory_id) != directory_uuid(known):
+            raise KafkaError(f"broker {node_id} has directory.id {known}, not {directory_id}", code)
 
     async def _add_voter_local(self, node_id: int, directory_id: str | None, deadline: float) -> dict:
         node = self.meta.node

@@ -75,8 +75,7 @@ def describe_quorum(cluster: QuorumSource) -> dict | None:
         return -1 if seen is None else now_ms - int((loop_now - seen) * 1000)
 
     def state(n: int, end: int) -> dict:
-        b = brokers.get(n)
-        row = {"replica_id": n, "replica_directory_id": str(directory_uuid(b.directory_id if b else None)),
+        row = {"replica_id": n, "replica_directory_id": str(directory_uuid(cluster.image.directory_id_of(n))),
                "log_end_offset": end, "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
         if n == cluster.node_id:
             row["last_caught_up_timestamp"] = now_ms
