@@ -328,3 +328,7 @@ again reuses memory instead of faulting fresh pages in (:mod:`litemq.broker.mall
 MALLOC_TRIM_THRESHOLD_BYTES = 256 * 1024 * 1024
 """... and to give memory freed at the top of its heap back to the OS only beyond this much (glibc's
 default moves between 128 KiB and 64 MiB), so memory freed after one burst serves the next one."""
+
+ACCEPT_ERROR_LOG_INTERVAL_MS = 10_000
+"""At most one log line per this many ms for listeners that cannot accept (out of file
+descriptors or memory; litemq.broker.loop_errors)."""

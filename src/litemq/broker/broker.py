@@ -24,6 +24,7 @@ from litemq.broker.client_quota_manager import ClientQuotaManager
 from litemq.broker.client_telemetry import ClientTelemetryManager
 from litemq.broker.fetch_sessions import FetchSessionCache
 from litemq.broker.http import HttpServer
+from litemq.broker.loop_errors import RateLimitedAcceptErrors
 from litemq.broker.record_validation import target_codec
 from litemq.replica import Partition, ReplicaManager
 from litemq.broker.server import Connection
@@ -179,6 +180,8 @@ class BrokerRuntime:
         from litemq.broker.handlers import register_all
 
         self.loop = asyncio.get_running_loop()
+        if self.loop.get_exception_handler() is None:  # not an embedding application's own
+            self.loop.set_exception_handler(RateLimitedAcceptErrors())
         self.failed = self.loop.create_future()
         self.replicas = ReplicaManager(self.loop, self.executor)
         self.replicas.metrics = self.metrics
