@@ -360,21 +360,25 @@ class Connection(asyncio.Protocol):
             self._respond(slot, header, task.result())
 
     def _handler_failed(self, exc: BaseException, header: frames.RequestHeader, slot: _Slot | None) -> None:
-        """A handler raised. An OSError (disk full, no file descriptor, I/O error) is a storage
-        failure, not a bug: it is answered KAFKA_STORAGE_ERROR where the response has a
-        top-level error code (Kafka ``KafkaApis.handleError`` answers every request with
-        ``getErrorResponse``), logged in one line; anything else, or a response with per-item
-        codes only (their handlers answer storage errors themselves), closes the connection
-        with the traceback logged."""
+        """A handler raised. Where the response has a top-level error code the request is
+        answered, as Kafka's ``KafkaApis.handleError`` answers every request with
+        ``getErrorResponse``: an OSError (disk full, no file descriptor, I/O error) is a storage
+        failure, not a bug, answered KAFKA_STORAGE_ERROR and logged in one line; anything else
+        is answered UNKNOWN_SERVER_ERROR with the traceback logged. A response with per-item
+        codes only (their handlers answer storage errors themselves) closes the connection,
+        the traceback logged."""
         api_key, version = header.api_key, header.api_version
-        if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
-            spec = response_spec(api_key)
-            if spec.has_field("error_code", version):
-                log.error("api_key=%d v%d failed on storage: %s", api_key, version, exc)
-                if slot is not None:
-                    self._respond(slot, header, spec.new(error_code=ErrorCode.KAFKA_STORAGE_ERROR))
-                return
-        log.error("handler for api_key=%d v%d failed: %r", api_key, version, exc, exc_info=exc)
+        storage = isinstance(exc, OSError) and not isinstance(exc, ConnectionError)
+        if storage:
+            log.error("api_key=%d v%d failed on storage: %s", api_key, version, exc)
+        else:
+            log.error("handler for api_key=%d v%d failed: %r", api_key, version, exc, exc_info=exc)
+        spec = response_spec(api_key)
+        if spec.has_field("error_code", version):
+            if slot is not None:
+                code = ErrorCode.KAFKA_STORAGE_ERROR if storage else ErrorCode.UNKNOWN_SERVER_ERROR
+                self._respond(slot, header, spec.new(error_code=code))
+            return
         self.abort(f"internal error: {exc}")
 
     def _respond(self, slot: _Slot, header: frames.RequestHeader, body: Any) -> None:
