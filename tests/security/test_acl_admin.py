@@ -393,3 +393,23 @@ def test_cli_produce_without_write_fails_in_one_line(tmp_path):
                              input="hi\n", capture_output=True, text=True, timeout=60, env=env)
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         assert res.stderr.strip().splitlines()[-1] == "error: delivery failed: Broker: Topic authorization failed"
+
+
+def test_refused_user_and_acl_listing_is_an_error_not_a_crash_or_an_empty_list(tmp_path):
+    """A principal without Describe on the cluster: DescribeUserScramCredentials answers, as
+    Kafka's ``getErrorResponse``, one CLUSTER_AUTHORIZATION_FAILED result per user named;
+    ``litemq user list`` and ``litemq acl list`` stop with one line instead of a crash (librdkafka
+    2.16 aborts reading a refused DescribeUserScramCredentials, whatever its shape) or an empty
+    table (it reports a refused DescribeAcls as no ACLs)."""
+    with BrokerProcess(tmp_path / "data", overrides={"authorizer.class.name": STANDARD_AUTHORIZER,
+                                                     "super.users": "User:admin"}) as broker:
+        with WireClient("127.0.0.1", broker.port) as w:  # ANONYMOUS: no ACL, not a super user
+            r = w.request(50, 0, {"users": [{"name": "alice"}, {"name": "bob"}]})
+            assert r.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            assert [(x.user, x.error_code) for x in r.results] == [
+                ("alice", ErrorCode.CLUSTER_AUTHORIZATION_FAILED), ("bob", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+        for args in (["user", "list"], ["user", "list", "alice"], ["acl", "list"]):
+            out = subprocess.run([sys.executable, "-m", "litemq.cli", *args, "-b", broker.bootstrap_servers],
+                                 capture_output=True, timeout=60)
+            assert out.returncode == 1, (args, out)
+            assert b"CLUSTER_AUTHORIZATION_FAILED" in out.stderr and b"Traceback" not in out.stderr, (args, out)

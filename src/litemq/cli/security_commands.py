@@ -161,6 +161,7 @@ def _filters(topics, groups, cluster, transactional_ids, pattern, principal, ope
 def acl_list(topics, groups, cluster, transactional_ids, pattern, principal, bootstrap) -> None:
     """List ACLs (all of them without a resource option)."""
     admin = _admin(bootstrap)
+    _require_cluster_describe(admin, "cannot list ACLs")
     seen: dict = {}
     for flt in _filters(topics, groups, cluster, transactional_ids, pattern, principal, ()):
         for b in _result(admin.describe_acls(flt, request_timeout=CLIENT_TIMEOUT_S), "cannot list ACLs"):
@@ -238,7 +239,28 @@ def user_create(name, password, mechanisms, iterations, bootstrap) -> None:
         console.print(f"set {mech} credential of user [bold]{name}[/] ({iterations} iterations)")
 
 
+def _require_cluster_describe(admin, what: str) -> None:
+    """Stop with one line when the principal may not DESCRIBE the cluster (DescribeCluster's
+    authorized operations, KIP-430), before asking: librdkafka 2.16 reports a refused
+    DescribeAcls as no ACLs, and crashes reading a refused DescribeUserScramCredentials.
+
+    Raises:
+        CliError: not authorized."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AclOperation
+
+    try:
+        ops = admin.describe_cluster(include_authorized_operations=True,
+                                     request_timeout=CLIENT_TIMEOUT_S).result(CLIENT_TIMEOUT_S).authorized_operations
+    except KafkaException:
+        return  # the request itself will say what is wrong
+    # confluent-kafka gives None for an empty set of operations (the broker answered bitfield 0)
+    if not {AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.ALL} & set(ops or ()):
+        raise CliError(f"{what}: CLUSTER_AUTHORIZATION_FAILED (this needs Describe on the cluster)")
+
+
 def _credentials(admin, names: list[str] | None, what: str = "cannot describe user") -> dict:
+    _require_cluster_describe(admin, "cannot list users" if not names else what)
     if names:
         futures = admin.describe_user_scram_credentials(names, request_timeout=CLIENT_TIMEOUT_S)
         return {n: _result(f, f"{what} {n}") for n, f in futures.items()}

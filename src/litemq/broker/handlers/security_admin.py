@@ -194,9 +194,14 @@ async def handle_alter_client_quotas(ctx, req) -> dict:
 
 # ================================================================== SCRAM credentials
 def handle_describe_user_scram_credentials(ctx, req) -> dict:
+    """DescribeUserScramCredentials (KIP-554). Refused (no DESCRIBE on the cluster): the
+    top-level error and, as Kafka's ``getErrorResponse``, one result with that error per user
+    named (librdkafka reads a result per user it asked for: with none it crashed)."""
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": CLUSTER_AUTHORIZATION_MESSAGE, "results": []}
+        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_MESSAGE
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "results": [{"user": u.name, "error_code": code, "error_message": message, "credential_infos": []}
+                            for u in req.users or ()]}
     users = None if req.users is None else [u.name for u in req.users]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "results": security_records.describe_scram(ctx.runtime.metadata, users)}
