@@ -539,7 +539,10 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------ output
     def _write_parts(self, parts: list[Any]) -> None:
-        if self._closed or self.transport is None:
+        # A lost connection is closing before connection_lost() runs: asyncio logs a warning
+        # for every write after the fifth (a paused broker's resumed acks=all answers: ~1,000
+        # lines in 50 ms), so nothing more is written to it.
+        if self._closed or self.transport is None or self.transport.is_closing():
             return
         if self._writer_task is None:
             # Fast path: nothing queued behind a sendfile; write bytes directly.
@@ -579,7 +582,7 @@ class Connection(asyncio.Protocol):
     async def _drain_pending(self) -> None:
         loop = self.runtime.loop
         try:
-            while self._pending_parts and not self._closed:
+            while self._pending_parts and not self._closed and not self.transport.is_closing():
                 part = self._pending_parts.popleft()
                 if isinstance(part, FileRegion):
                     if part.length < _SENDFILE_MIN_BYTES:
