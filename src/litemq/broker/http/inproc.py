@@ -113,7 +113,7 @@ async def _forward(runtime, node_id: int, api_key: int, version: int, request: b
     try:
         res = await runtime.cluster.transport.rpc(node_id, req, limits.HTTP_PEER_TIMEOUT_MS / 1000)
     except (TimeoutError, ConnectionError, OSError) as exc:
-        raise PeerUnavailable(f"broker {node_id} did not answer: {exc or type(exc).__name__}") from None
+        raise PeerUnavailable(f"broker {node_id} did not answer: {str(exc) or type(exc).__name__}") from None
     if not isinstance(res, dict) or "error" in res:
         raise PeerUnavailable(f"broker {node_id} refused the request: {res.get('message') if isinstance(res, dict) else res}")
     response = res.get("response")
