@@ -332,3 +332,9 @@ default moves between 128 KiB and 64 MiB), so memory freed after one burst serve
 ACCEPT_ERROR_LOG_INTERVAL_MS = 10_000
 """At most one log line per this many ms for listeners that cannot accept (out of file
 descriptors or memory; litemq.broker.loop_errors)."""
+
+CONSOLE_RATE_WINDOW_MS = 10_000
+"""The web console's throughput rates are taken over the oldest sample within this window (like
+Prometheus' rate() over a range; litemq.broker.http.console)."""
+CONSOLE_RATE_SAMPLES = 64
+"""Throughput samples the console endpoint keeps to take its rates from."""

@@ -68,6 +68,8 @@ def test_http_port_on_every_broker_of_a_cluster(tmp_path):
                 (p, first[p], 1) for p in range(3)]
         counters = get_json(cluster.http_url(ids[0]) + "/console/api/throughput")
         assert counters["brokers"] == ids and counters["topics"][TOPIC]["messages_in"] == 3
+        again = get_json(cluster.http_url(ids[0]) + "/console/api/throughput")  # rates from the 2nd sample on
+        assert again["rates"]["topics"][TOPIC] == {"bytes_in": 0.0, "bytes_out": 0.0, "messages_in": 0.0}, again
 
         scrapes = {n: scrape(cluster.http_url(n)) for n in ids}
         assert sum(m.get1("kafka_controller_kafkacontroller_activecontrollercount") for m in scrapes.values()) == 1

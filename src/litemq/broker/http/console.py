@@ -5,7 +5,9 @@ SVG, nothing fetched from elsewhere) and the JSON endpoints it polls.
   ISR, log start offset and high watermark, consumer groups (state, coordinator, total lag).
 - ``GET /console/api/groups/{group}``: one group's members and per-partition lag.
 - ``GET /console/api/throughput``: cumulative per-topic bytes in/out and messages in summed
-  over every live broker, with the time; the page turns two samples into rates.
+  over every live broker, with the time, and their ``rates`` per second (:func:`counter_rates`:
+  per broker, so a broker that is missing from a sample, rejoins or restarts neither adds a
+  spike nor drops the chart to zero), or null until a second sample is there.
 - ``GET /console/api/reassignments``: partition reassignments in progress (ListPartitionReassignments:
   replicas, target, adding and removing replicas), each with its leader and how far each adding
   replica has caught up (the leader's Raft match offset against its log end), and the replication
@@ -21,11 +23,14 @@ shown decoded). Everything is subject to the caller's ACLs.
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from litemq import limits
 from litemq.broker.http import reassignments, views
 from litemq.broker.http.inproc import peer_counters
 from litemq.broker.http.rest import caller_of
@@ -36,6 +41,32 @@ if TYPE_CHECKING:
 STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
 """The console's files (package data of ``litemq.broker.http``) and their content types."""
 
+COUNTER_KINDS = ("bytes_in", "bytes_out", "messages_in")
+
+
+def counter_rates(prev: dict[int, dict], cur: dict[int, dict]) -> dict[str, dict[str, float]]:
+    """Per-topic rates (per second) between two samples of every broker's cumulative counters
+    (node id -> :meth:`BrokerMetrics.throughput`): topic -> kind -> rate, summed over the
+    brokers present in both samples, each over its own ``time_ms`` interval. A counter lower
+    than before is a broker restart: it counts from zero (Prometheus' ``rate()``). A broker in
+    one sample only adds nothing (adding its lifetime counters was a spike of gigabytes per
+    second when it came back)."""
+    out: dict[str, dict[str, float]] = {}
+    for node, now in cur.items():
+        then = prev.get(node)
+        if then is None:
+            continue
+        dt_s = (int(now.get("time_ms", 0)) - int(then.get("time_ms", 0))) / 1000
+        if dt_s <= 0:
+            continue
+        for kind in COUNTER_KINDS:
+            before = then.get(kind) or {}
+            for topic, n in (now.get(kind) or {}).items():
+                n, old = int(n), int(before.get(topic, 0))
+                rate = (n - old if n >= old else n) / dt_s
+                out.setdefault(topic, dict.fromkeys(COUNTER_KINDS, 0.0))[kind] += rate
+    return out
+
 
 class Console:
     """The console routes of one broker's HTTP port."""
@@ -44,6 +75,9 @@ class Console:
         self.runtime = runtime
         root = resources.files("litemq.broker.http") / "static"
         self._files = {name: (root / name).read_bytes() for name in STATIC_FILES}
+        self._samples: collections.deque[tuple[float, dict[int, dict]]] = collections.deque(
+            maxlen=limits.CONSOLE_RATE_SAMPLES)
+        """(monotonic seconds, node id -> counters) of the last throughput requests."""
 
     def routes(self) -> list:
         return [web.get("/", self.root), web.get("/console", self.root), web.get("/console/", self.page),
@@ -107,7 +141,7 @@ class Console:
         per_broker = await peer_counters(self.runtime)
         visible = {info.name for info in views.describable_topics(self.runtime, caller_of(request))}
         topics: dict[str, dict[str, int]] = {}
-        totals = {"bytes_in": 0, "bytes_out": 0, "messages_in": 0}
+        totals = dict.fromkeys(COUNTER_KINDS, 0)
         for counters in per_broker.values():
             for kind in totals:
                 for topic, n in (counters.get(kind) or {}).items():
@@ -116,7 +150,26 @@ class Console:
                     topics.setdefault(topic, {k: 0 for k in totals})[kind] += int(n)
                     totals[kind] += int(n)
         now = max((int(c.get("time_ms", 0)) for c in per_broker.values()), default=0)
-        return web.json_response({"time_ms": now, "brokers": sorted(per_broker), "topics": topics, "totals": totals})
+        return web.json_response({"time_ms": now, "brokers": sorted(per_broker), "topics": topics, "totals": totals,
+                                  "rates": self._rates(per_broker, visible)})
+
+    def _rates(self, per_broker: dict[int, dict], visible: set[str]) -> dict | None:
+        """The rates of :func:`counter_rates` against the oldest kept sample within
+        ``limits.CONSOLE_RATE_WINDOW_MS``, else the last one (then this sample is kept), for the topics in
+        ``visible``: ``{"bytes_in", "bytes_out", "messages_in", "topics": {name: {...}}}``, or
+        None when there is no earlier sample in the window."""
+        now_s = time.monotonic()
+        window_s = limits.CONSOLE_RATE_WINDOW_MS / 1000
+        prev = next((c for t, c in self._samples if now_s - t <= window_s), None)
+        if prev is None and self._samples:  # polled less often than the window: the last sample
+            prev = self._samples[-1][1]
+        self._samples.append((now_s, per_broker))
+        if prev is None:
+            return None
+        topics = {t: r for t, r in counter_rates(prev, per_broker).items() if t in visible}
+        out: dict = {kind: sum(r[kind] for r in topics.values()) for kind in COUNTER_KINDS}
+        out["topics"] = topics
+        return out
 
     async def schemas(self, request: web.Request) -> web.Response:
         """``{"compatibility", "subjects": [{"subject", "versions", "latest", "id", "type",

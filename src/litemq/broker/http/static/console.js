@@ -6,7 +6,6 @@
 const params = new URLSearchParams(window.location.search);
 const REFRESH_MS = Math.max(500, parseInt(params.get("refresh_ms") || "3000", 10) || 3000);
 const MAX_SAMPLES = 90;
-const RATE_WINDOW_MS = Math.max(10000, 3 * REFRESH_MS);
 const state = { overview: null, samples: [], rates: [], nextOffset: null, browserStarted: false };
 
 function el(tag, attrs, ...children) {
@@ -167,24 +166,13 @@ async function renderGroups(ov) {
 // ---------------------------------------------------------------- throughput
 async function refreshThroughput() {
   const s = await getJSON("/console/api/throughput");
-  // rate over the oldest sample of the last RATE_WINDOW_MS (like Prometheus' rate over a window),
-  // so one quiet poll interval does not draw a drop to zero
-  const prev = state.samples.find(x => s.time_ms - x.time_ms <= RATE_WINDOW_MS);
   state.samples.push(s);
   if (state.samples.length > MAX_SAMPLES) state.samples.shift();
-  if (prev && s.time_ms > prev.time_ms) {
-    const dt = (s.time_ms - prev.time_ms) / 1000;
-    const rate = k => Math.max(0, (s.totals[k] - prev.totals[k]) / dt);
-    const topics = {};
-    for (const [name, c] of Object.entries(s.topics)) {
-      const p = prev.topics[name] || { bytes_in: 0, bytes_out: 0, messages_in: 0 };
-      topics[name] = {
-        bytes_in: Math.max(0, (c.bytes_in - p.bytes_in) / dt),
-        bytes_out: Math.max(0, (c.bytes_out - p.bytes_out) / dt),
-        messages_in: Math.max(0, (c.messages_in - p.messages_in) / dt),
-      };
-    }
-    state.rates.push({ t: s.time_ms, bytes_in: rate("bytes_in"), bytes_out: rate("bytes_out"), messages_in: rate("messages_in"), topics });
+  // rates from the broker: per broker over its last 10 s, so a broker that is missing from a
+  // sample, rejoins or restarts is neither a spike nor a drop to zero (console.py counter_rates)
+  if (s.rates) {
+    state.rates.push({ t: s.time_ms, bytes_in: s.rates.bytes_in, bytes_out: s.rates.bytes_out,
+                       messages_in: s.rates.messages_in, topics: s.rates.topics });
     if (state.rates.length > MAX_SAMPLES) state.rates.shift();
   }
   drawChart(document.getElementById("chart-bytes"), [
