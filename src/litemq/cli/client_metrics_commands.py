@@ -16,7 +16,7 @@ import click
 
 from litemq.cli.client_commands import bootstrap_option
 from litemq.cli.common import CliError, console, make_table
-from litemq.cli.config_commands import _wire
+from litemq.cli.config_commands import _wire, ask
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CLIENT_METRICS_RESOURCES = 32, 44, 74
 CLIENT_METRICS_RESOURCE = 16
@@ -24,11 +24,8 @@ SET, DELETE = 0, 1
 
 
 def _request(bootstrap: str, api_key: int, version: int, body: dict):
-    try:
-        with _wire(bootstrap) as w:
-            return w.request(api_key, version, body, client_id="litemq-cli")
-    except (OSError, ConnectionError) as exc:
-        raise CliError(f"no answer from {bootstrap}: {exc}") from None
+    with _wire(bootstrap) as w:
+        return ask(w, api_key, version, body)
 
 
 def _error(code: int, message: str | None) -> str:

@@ -525,15 +525,21 @@ def _describe_quorum(bootstrap: str, timeout_s: float):
     Raises:
         CliError: an error answer (e.g. CLUSTER_AUTHORIZATION_FAILED), no leader in time.
     """
-    from litemq.cli.config_commands import _wire
+    from litemq.cli.config_commands import _wire, ask
     from litemq.protocol.errors import ErrorCode
 
     deadline = time.monotonic() + timeout_s
     target, why = bootstrap, "no answer"
     while True:
-        with _wire(target) as w:
-            cluster = w.request(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
-            resp = w.request(DESCRIBE_QUORUM, 2, QUORUM_REQUEST)
+        try:
+            with _wire(target) as w:
+                cluster = ask(w, DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+                resp = ask(w, DESCRIBE_QUORUM, 2, QUORUM_REQUEST)
+        except CliError:
+            if target == bootstrap or time.monotonic() >= deadline:
+                raise
+            target = bootstrap  # the leader named does not answer (paused, just died): ask again
+            continue
         if resp.error_code:
             raise CliError(f"DescribeQuorum failed: {ErrorCode(resp.error_code).name}: {resp.error_message or ''}")
         part = resp.topics[0].partitions[0]
@@ -619,11 +625,11 @@ def unregister_broker(bootstrap: str, broker_id: int) -> None:
     Raises:
         CliError: an error answer (e.g. BROKER_ID_NOT_REGISTERED, CLUSTER_AUTHORIZATION_FAILED).
     """
-    from litemq.cli.config_commands import _wire
+    from litemq.cli.config_commands import _wire, ask
     from litemq.protocol.errors import ErrorCode
 
     with _wire(bootstrap) as w:
-        resp = w.request(UNREGISTER_BROKER, 0, {"broker_id": broker_id})
+        resp = ask(w, UNREGISTER_BROKER, 0, {"broker_id": broker_id})
     if resp.error_code:
         raise CliError(f"unregistering broker {broker_id} failed: {ErrorCode(resp.error_code).name}: "
                        f"{resp.error_message or ''}")
@@ -674,9 +680,9 @@ def _voter_request(bootstrap: str, api_key: int, body: dict, wait_s: float):
         try:
             return w.request(api_key, 0, body, client_id="litemq-cli")
         except TimeoutError:
-            raise CliError(f"no answer from {bootstrap} within {wait_s:g}s") from None
+            raise CliError(f"no answer from {w.address} within {wait_s:g}s") from None
         except ConnectionError as exc:
-            raise CliError(f"the broker at {bootstrap} closed the connection ({exc})") from None
+            raise CliError(f"the broker at {w.address} closed the connection ({exc})") from None
 
 
 def _voter_failed(what: str, resp) -> CliError:

@@ -7,7 +7,8 @@ A broker's own configs go through confluent-kafka's AdminClient (DescribeConfigs
 IncrementalAlterConfigs on BROKER resource ``N``, which it sends to broker N), so it works against
 Kafka too. librdkafka (and kafka-python) refuse the cluster-wide default's empty resource name,
 so ``--broker-defaults`` sends the same two requests itself (``litemq.protocol``) to the first
-bootstrap broker that answers, with the ``--command-config`` security settings (TLS with
+bootstrap broker that answers (one silent for a few seconds, e.g. paused, is left for the next),
+with the ``--command-config`` security settings (TLS with
 ``ssl.ca.location``/``ssl.certificate.location``/``ssl.key.location``, SASL PLAIN or SCRAM).
 Topic configs stay under ``litemq topic``.
 """
@@ -24,17 +25,26 @@ from litemq.cli.client_config import client_config
 from litemq.cli.common import CliError, console, make_table, parse_address
 from litemq.cli.common import parse_kv as _parse_kv
 
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, API_VERSIONS = 32, 44, 18
+BROKER_ANSWER_TIMEOUT_S = 3.0
+"""Seconds a bootstrap broker has to connect, authenticate and answer ApiVersions before the next is tried."""
 BROKER_RESOURCE = 4
 SET, DELETE = 0, 1
 
 
 def _wire(bootstrap: str):
     """A connected, authenticated :class:`~litemq.testing.wire.WireClient` to the first broker of
-    ``bootstrap`` that accepts (the command-config's TLS and SASL settings applied).
+    ``bootstrap`` that answers (the command-config's TLS and SASL settings applied), its
+    ``address`` set to that broker's ``HOST:PORT``.
+
+    Like Kafka's AdminClient, a broker that does not answer is left for the next one: each is
+    given :data:`BROKER_ANSWER_TIMEOUT_S` to connect, authenticate and answer ApiVersions (a
+    paused or hung broker still accepts TCP connections). The client then waits
+    :data:`CLIENT_TIMEOUT_S` for each answer.
 
     Raises:
-        CliError: no broker reachable, an unsupported security setting, failed authentication.
+        CliError: no broker answers (each one's reason named), an unsupported security setting,
+            failed authentication.
     """
     from litemq.testing.wire import WireClient, WireSaslError
 
@@ -48,15 +58,13 @@ def _wire(bootstrap: str):
                                     conf.get("ssl.key.password"))
         if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
             context.check_hostname = False
-    last: Exception | None = None
+    failures: list[str] = []
     for item in bootstrap.split(","):
         host, port = parse_address(item)
+        address = f"{host or '127.0.0.1'}:{port}"
+        client = None
         try:
-            client = WireClient(host or "127.0.0.1", port, timeout_s=CLIENT_TIMEOUT_S, ssl_context=context)
-        except (OSError, ssl.SSLError) as exc:
-            last = exc
-            continue
-        try:
+            client = WireClient(host or "127.0.0.1", port, timeout_s=BROKER_ANSWER_TIMEOUT_S, ssl_context=context)
             if protocol.startswith("SASL"):
                 mechanism = str(conf.get("sasl.mechanism", "PLAIN")).upper()
                 user, password = conf.get("sasl.username", ""), conf.get("sasl.password", "")
@@ -66,11 +74,40 @@ def _wire(bootstrap: str):
                     client.sasl_scram(mechanism, user, password)
                 else:
                     raise CliError(f"sasl.mechanism {mechanism} is not supported with --broker-defaults")
+            client.request(API_VERSIONS, 3, {"client_software_name": "litemq-cli",
+                                             "client_software_version": "1"}, client_id="litemq-cli")
         except WireSaslError as exc:
             client.close()
             raise CliError(f"authentication failed: {exc.error_message or exc}") from None
+        except (OSError, ssl.SSLError) as exc:  # refused, timed out (a paused broker), closed
+            if client is not None:
+                client.close()
+            failures.append(f"{address}: {_os_reason(exc)}")
+            continue
+        except CliError:
+            client.close()
+            raise
+        client.sock.settimeout(CLIENT_TIMEOUT_S)
+        client.address = address
         return client
-    raise CliError(f"cannot reach a broker at {bootstrap} ({last})")
+    raise CliError(f"cannot reach a broker at {bootstrap} ({'; '.join(failures)})")
+
+
+def _os_reason(exc: BaseException) -> str:
+    """``timed out``, ``connection refused``, ... for a socket error."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {BROKER_ANSWER_TIMEOUT_S:g}s"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def ask(client, api_key: int, version: int, body: dict):
+    """``client.request`` (a :func:`_wire` client); CliError naming the broker when it does not
+    answer within :data:`CLIENT_TIMEOUT_S` or closes the connection."""
+    try:
+        return client.request(api_key, version, body, client_id="litemq-cli")
+    except (OSError, ssl.SSLError) as exc:
+        raise CliError(f"no answer from {client.address}: {_os_reason(exc)}") from None
 
 
 def _check_broker(admin, broker: int) -> None:
@@ -85,13 +122,8 @@ def _defaults_request(bootstrap: str, api_key: int, body: dict):
     """One DescribeConfigs (v4) or IncrementalAlterConfigs (v1) about the cluster-wide default;
     its one result, or CliError with the broker's error."""
     version = 4 if api_key == DESCRIBE_CONFIGS else 1
-    client = _wire(bootstrap)
-    try:
-        resp = client.request(api_key, version, body, client_id="litemq-cli")
-    except (OSError, ConnectionError) as exc:
-        raise CliError(f"no answer from {bootstrap}: {exc}") from None
-    finally:
-        client.close()
+    with _wire(bootstrap) as client:
+        resp = ask(client, api_key, version, body)
     result = (resp.results if api_key == DESCRIBE_CONFIGS else resp.responses)[0]
     if result.error_code:
         from litemq.protocol.errors import ErrorCode

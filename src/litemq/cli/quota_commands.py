@@ -15,7 +15,7 @@ import click
 
 from litemq.cli.client_commands import bootstrap_option
 from litemq.cli.common import CliError, console, make_table
-from litemq.cli.config_commands import _wire
+from litemq.cli.config_commands import _wire, ask
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 MATCH_EXACT, MATCH_DEFAULT = 0, 1
@@ -47,13 +47,8 @@ def _entity(user, user_defaults, client_id, client_defaults, ip, ip_defaults) ->
 
 
 def _request(bootstrap: str, api_key: int, body: dict):
-    client = _wire(bootstrap)
-    try:
-        return client.request(api_key, 1, body, client_id="litemq-cli")
-    except (OSError, ConnectionError) as exc:
-        raise CliError(f"no answer from {bootstrap}: {exc}") from None
-    finally:
-        client.close()
+    with _wire(bootstrap) as client:
+        return ask(client, api_key, 1, body)
 
 
 _ORDER = {"user": 0, "client-id": 1, "ip": 2}
