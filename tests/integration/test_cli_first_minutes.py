@@ -121,7 +121,8 @@ def test_stopped_cluster_says_how_to_start_it_again(tmp_path):
 
 
 def test_killed_broker_starts_again_with_the_data_dir_alone(tmp_path):
-    """A broker of a running ``cluster start`` cluster exited: ``cluster start --data-dir DIR``
+    """A broker of a running ``cluster start`` cluster exited: ``cluster status`` lists the
+    partition whose only replica it held without a leader; ``cluster start --data-dir DIR``
     alone starts it again with its recorded port; explicit other settings are refused."""
     base = free_base_port(3)
     data = tmp_path / "c"
@@ -129,11 +130,20 @@ def test_killed_broker_starts_again_with_the_data_dir_alone(tmp_path):
                "--http-base-port", "0", "--timeout", "60")
     assert r.returncode == 0, r.stdout + r.stderr
     try:
+        bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("single", 3, replica_assignment=[[1], [2], [3]])])["single"].result(TIMEOUT_S)
         state = json.loads((data / "cluster.json").read_text())
         pid = next(nd["pid"] for nd in state["nodes"] if nd["node_id"] == 2)
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(),
                  10, "broker 2 gone")
+        # single-1 has no replica left: listed with leader none and its replica (it was left out)
+        r = litemq("cluster", "status", "--data-dir", str(data), env=dict(os.environ, COLUMNS="200"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        rows = [[c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.splitlines() if "│ single" in line]
+        assert sorted(row[1] for row in rows) == ["0", "1", "2"], r.stdout
+        assert next(row for row in rows if row[1] == "1")[2:5] == ["none", "-", "2"], r.stdout
         r = litemq("cluster", "start", "--data-dir", str(data), "--base-port", str(base + 10))
         assert r.returncode == 1 and "its broker 2 exited" in r.stderr, r.stderr
         r = litemq("cluster", "start", "--data-dir", str(data), "--timeout", "60")

@@ -443,7 +443,7 @@ def cluster_status(data_dir, show_internal, timeout_s) -> None:
     console.print(f"metadata: leader [bold]{leader if leader is not None else 'none'}[/], term {md.get('term')}, "
                   f"commit index {md.get('commit_index')}, voters {_ids(md.get('voters') or [])}"
                   + (f", cluster id {view['cluster_id']}" if view.get("cluster_id") else ""))
-    _print_partitions(answered, show_internal)
+    _print_partitions(answered, show_internal, view.get("assignments") or {})
 
 
 def _ids(ids) -> str:
@@ -478,7 +478,10 @@ def _print_brokers(nodes: dict[int, dict], statuses: dict[int, dict | None], vie
     console.print(table)
 
 
-def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
+def _print_partitions(statuses: dict[int, dict], show_internal: bool, assignments: dict[str, list]) -> None:
+    """One row per partition the answering brokers host or the metadata's ``assignments``
+    (topic -> replicas per partition) name: one that no answering broker hosts (its replicas
+    all down) is shown without a leader, with its replicas."""
     leaders = claimed_leaders(statuses.values())
     seen: dict[tuple[str, int], dict] = {}
     for st in statuses.values():
@@ -486,6 +489,9 @@ def _print_partitions(statuses: dict[int, dict], show_internal: bool) -> None:
             key = (p["topic"], int(p["partition"]))
             if key not in seen or p.get("leader_epoch", -1) > seen[key].get("leader_epoch", -1):
                 seen[key] = p
+    for topic, replicas in assignments.items():
+        for index, ids in enumerate(replicas):
+            seen.setdefault((topic, index), {"replicas": ids})
     keys = sorted(k for k in seen if show_internal or not k[0].startswith("__"))
     if not keys:
         console.print("no partitions" + ("" if show_internal else " (internal topics hidden; -a shows them)"))

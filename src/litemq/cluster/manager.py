@@ -998,6 +998,9 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                          "live": b.node_id in self.live_brokers or b.node_id == self.node_id}
                         for b in sorted(self.image.brokers.values(), key=lambda b: b.node_id)],
             "partitions": parts,
+            # every partition of the metadata with its replicas, hosted here or not (``cluster
+            # status`` lists those no answering broker hosts, e.g. all replicas down, as offline)
+            "assignments": {t.name: t.assignments for t in self.image.topics.values()},
             "dropped_raft_messages": self.transport.dropped_messages if self.transport else 0,
             "raft_frames_received": self.transport.frames_received if self.transport else 0,
             "raft_messages_received": self.raft_messages_received,
