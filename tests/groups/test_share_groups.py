@@ -317,7 +317,9 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
     """share.isolation.level=read_committed (a group config of g-txn, Kafka 4.1's
     ``kafka-configs --entity-type groups``): an aborted transaction's records are archived
     without delivery, an open transaction's wait for its commit; a group left at the broker's
-    read_uncommitted gets them all."""
+    read_uncommitted gets them all. A transaction the same producer commits after its aborted
+    one is delivered (each aborted transaction ends at its marker, as in Kafka's
+    ``consumeAbortedTransactionsUpTo``: the committed one was archived too)."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     from litemq import Broker
@@ -332,7 +334,7 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
         admin.incremental_alter_configs([res])[res].result(timeout=30)
         p = Producer({"bootstrap.servers": bs, "transactional.id": "share-txn"})
         p.init_transactions(30)
-        for values, commit in ((["a0", "a1"], True), (["b0", "b1", "b2"], False)):
+        for values, commit in ((["a0", "a1"], True), (["b0", "b1", "b2"], False), (["d0"], True)):
             p.begin_transaction()
             for v in values:
                 p.produce("queue-txn", v.encode())
@@ -343,7 +345,7 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
         p.flush(30)
         c = consumer(bs, "g-txn", "queue-txn")
         first = poll_records(c, 4)
-        assert [m.value() for *_, m in first] == [b"a0", b"a1"]
+        assert [m.value() for *_, m in first] == [b"a0", b"a1", b"d0"]
         p.commit_transaction(30)
         then = poll_records(c, 10, want=1)
         assert [m.value() for *_, m in then] == [b"c0"]
@@ -366,7 +368,7 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
                                       else [], "forgotten_topics_data": []})
                 acquired |= {o for t in r.responses for p in t.partitions for a in p.acquired_records
                              for o in range(a.first_offset, a.last_offset + 1)}
-        assert committed_offsets == {0, 1, 7} and acquired == {0, 1, 3, 4, 5, 7}  # b0..b2 at 3..5 too
+        assert committed_offsets == {0, 1, 7, 9} and acquired == {0, 1, 3, 4, 5, 7, 9}  # b0..b2 at 3..5 too
     finally:
         b.close()
 

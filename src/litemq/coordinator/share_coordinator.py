@@ -858,13 +858,18 @@ class ShareCoordinator:
         headers = [(pos, h) for pos, h in iter_batches(view, allow_trailing_partial=True)]
         aborted_pids = self._aborted(p, log_start, visible_log) if read_committed else None
         infos = []
+        # Kafka's consumer filter (``consumeAbortedTransactionsUpTo``): each aborted transaction
+        # starts once, in first-offset order, and its ABORT marker ends it for good; a later
+        # transaction of the same producer that committed is not aborted
         active: set[int] = set()
+        pending = sorted(aborted_pids or (), key=lambda a: a[1])
+        next_aborted = 0
         for _, h in headers:
             aborted = False
             if aborted_pids is not None:
-                for pid, first in aborted_pids:
-                    if first <= h.base_offset:
-                        active.add(pid)
+                while next_aborted < len(pending) and pending[next_aborted][1] <= h.last_offset:
+                    active.add(pending[next_aborted][0])
+                    next_aborted += 1
                 if h.is_control:
                     active.discard(h.producer_id)
                 elif h.is_transactional and h.producer_id in active:
