@@ -245,3 +245,45 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(txn_broker):
         assert state.producer_epoch == epoch + 1  # fenced: the abort bumped the epoch
         r = w.request(26, 2, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True})
         assert r.error_code == E.PRODUCER_FENCED
+
+
+def test_a_transactional_batch_no_coordinator_knows_of_is_never_appended(txn_broker):
+    """A transactional batch needs a transactional id (Kafka ``handleProduceRequest``: else the
+    whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and the coordinator's word that its
+    partition is in the transaction, with acks=0 too (KIP-890). Either way in, it would open a
+    transaction no coordinator ends: the last stable offset held for good, read_committed
+    consumers stalled."""
+    from litemq.protocol import frames
+    from litemq.protocol.records import build_batch
+
+    bs = txn_broker.bootstrap_servers
+    topic = name("unverified")
+    create_topics(bs, [topic], partitions=1)
+
+    def produce(w, batch, tid=None, acks=-1):
+        body = {"transactional_id": tid, "acks": acks, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+        if acks == 0:
+            w.send_raw(frames.encode_request(0, 9, 1 << 20, "acks0", body))
+            return None
+        return w.request(0, 9, body).responses[0].partition_responses[0].error_code
+
+    def watermarks(w):
+        r = w.request(1, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                              "isolation_level": 1, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                              "forgotten_topics_data": [], "topics": [{"topic": topic, "partitions": [
+                                  {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                   "last_fetched_epoch": -1, "log_start_offset": -1,
+                                   "partition_max_bytes": 1 << 20}]}]})
+        p = r.responses[0].partitions[0]
+        return p.high_watermark, p.last_stable_offset
+
+    with WireClient("127.0.0.1", txn_broker.port) as w:
+        tid = name("txn")
+        pid, epoch = _init_pid(w, tid)
+        txn_batch = build_batch([(None, b"x")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                is_transactional=True)
+        produce(w, txn_batch, tid=tid, acks=0)  # the partition was never added to the transaction
+        assert produce(w, txn_batch) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactional id
+        assert produce(w, build_batch([(None, b"plain")])) == E.NONE
+        assert watermarks(w) == (1, 1)  # only the plain record; no transaction open

@@ -25,7 +25,7 @@ from litemq.broker.topic_configs import BROKER_TOPIC_CONFIGS, COMPRESSION_LEVEL_
 from litemq.broker.record_validation import TOPIC_COMPRESSION_CODECS, check_timestamps, validate_and_convert
 from litemq.limits import RECORD_BATCH_HEADER_BYTES
 from litemq.protocol.errors import ErrorCode, KafkaError
-from litemq.protocol.records import COMPRESSION_ZSTD, MAGIC_V2, peek_batch, read_batch_header
+from litemq.protocol.records import COMPRESSION_ZSTD, MAGIC_V2, TRANSACTIONAL_FLAG, peek_batch, read_batch_header
 
 log = logging.getLogger(__name__)
 
@@ -256,12 +256,33 @@ async def _verify_then_produce(ctx, req, unverified):
     return body
 
 
+_MAGIC_POS, _ATTRIBUTES_LOW_POS = 16, 22
+"""Byte positions in a record batch header: magic; the low byte of the int16 attributes."""
+
+
+def _has_transactional_records(req) -> bool:
+    """Kafka ``ProduceRequest.hasTransactionalRecords``: a partition's first batch is transactional
+    (magic 2, attributes bit 4; read from two header bytes, not a parsed header: this runs for
+    every produce request)."""
+    for t in req.topic_data:
+        for pd in t.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= RECORD_BATCH_HEADER_BYTES \
+                    and records[_MAGIC_POS] == MAGIC_V2 and records[_ATTRIBUTES_LOW_POS] & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
 def handle_produce_checked(ctx, req):
-    """Produce (0): transactional records first pass KIP-890 verification, then :func:`handle_produce`."""
-    if ctx.version >= 3 and req.transactional_id is not None and not authorize(
-            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        return None if req.acks == 0 else _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if ctx.version >= 3 and req.transactional_id is not None and req.acks in (1, -1):
+    """Produce (0): transactional records first pass KIP-890 verification (whatever ``acks``),
+    then :func:`handle_produce`. Transactional records need a transactional id the principal may
+    write (Kafka ``KafkaApis.handleProduceRequest``: else the whole request is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED): a transactional batch that no coordinator knows of
+    would open a transaction nobody ends, and hold the last stable offset for good."""
+    if ctx.version >= 3 and (req.transactional_id is not None or _has_transactional_records(req)):
+        if req.transactional_id is None or not authorize(
+                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return None if req.acks == 0 else _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         unverified = _unverified_transactional(ctx.runtime, req)
         if unverified:
             return _verify_then_produce(ctx, req, unverified)
