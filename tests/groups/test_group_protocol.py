@@ -332,6 +332,11 @@ def test_member_commit_rules(broker):
     assert commit(c, "gm", {("t", 0): 5}, gen=gen, member=m) == {("t", 0): 0}
     assert commit(c, "gm", {("t", 0): 6}, gen=gen + 1, member=m) == {("t", 0): E.ILLEGAL_GENERATION}
     assert commit(c, "gm", {("t", 0): 6}, gen=gen, member="x") == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    # a group instance id no static member has (Kafka's ClassicGroup.validateMember)
+    r = c.request(COMMIT, 8, {"group_id": "gm", "generation_id_or_member_epoch": gen, "member_id": m,
+                              "group_instance_id": "nobody", "topics": [{"name": "t", "partitions": [
+                                  {"partition_index": 0, "committed_offset": 6, "committed_metadata": ""}]}]})
+    assert r.topics[0].partitions[0].error_code == E.UNKNOWN_MEMBER_ID
     # A simple commit to a group with members is refused; OffsetDelete of a subscribed topic too.
     assert commit(c, "gm", {("t", 0): 6}) == {("t", 0): E.UNKNOWN_MEMBER_ID}
     r = c.request(OFFSET_DELETE, 0, {"group_id": "gm", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]})

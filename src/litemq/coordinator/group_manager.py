@@ -326,10 +326,14 @@ class GroupMetadataManager:
                           skip_assignment=skip_assignment)
 
     def _validate_member(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
-        """Kafka ``validateCurrentMember`` without the generation: FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID."""
+        """Kafka ``ClassicGroup.validateMember``: an instance id no static member has is
+        UNKNOWN_MEMBER_ID, one another member id holds FENCED_INSTANCE_ID; an unknown member id
+        UNKNOWN_MEMBER_ID."""
         if instance_id is not None:
             known = group.static_member_id(instance_id)
-            if known is not None and known != member_id:
+            if known is None:
+                return E.UNKNOWN_MEMBER_ID
+            if known != member_id:
                 return E.FENCED_INSTANCE_ID
         if member_id not in group.members:
             return E.UNKNOWN_MEMBER_ID
