@@ -200,6 +200,11 @@ class BrokerConfig:
 
     # transactions (Kafka names; transaction.state.log.num.partitions defaults to 50 in Kafka, 8 here)
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+    """Kafka's ``producer.id.expiration.ms``: a producer's state (its last sequences and epoch) is
+    forgotten once its last batch is this old and it has no transaction ongoing."""
+    producer_id_expiration_check_interval_ms: int = 10 * 60 * 1000
+    """Kafka's ``producer.id.expiration.check.interval.ms``: how often expired producers are removed."""
     transaction_state_log_num_partitions: int = 8
     transaction_state_log_replication_factor: int = 3
     transaction_max_timeout_ms: int = 900_000
@@ -692,6 +697,8 @@ SETTING_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "leader.imbalance.check.interval.ms": (1, None),
     "replica.lag.time.max.ms": (1, None),
     "transactional.id.expiration.ms": (1, None),
+    "producer.id.expiration.ms": (1, None),
+    "producer.id.expiration.check.interval.ms": (1, None),
     "transaction.state.log.num.partitions": (1, MAX_PARTITIONS_PER_TOPIC),
     "transaction.state.log.replication.factor": (1, RAFT_MAX_VOTERS),
     "transaction.max.timeout.ms": (1, None),

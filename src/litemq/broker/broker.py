@@ -298,10 +298,14 @@ class BrokerRuntime:
         loop = self.loop
         next_retention = loop.time() + min(limits.LOG_RETENTION_INITIAL_DELAY_MS,
                                            self.config.log_retention_check_interval_ms) / 1000
+        next_expiry = loop.time() + self.config.producer_id_expiration_check_interval_ms / 1000
         while True:
             # read every round: log.cleaner.backoff.ms is a dynamic broker config
-            await asyncio.sleep(max(0.05, min(next_retention - loop.time(),
+            await asyncio.sleep(max(0.05, min(next_retention - loop.time(), next_expiry - loop.time(),
                                               self.config.log_cleaner_backoff_ms / 1000)))
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + self.config.producer_id_expiration_check_interval_ms / 1000
+                self.remove_expired_producers()
             retention = loop.time() >= next_retention
             if retention:
                 next_retention = loop.time() + self.config.log_retention_check_interval_ms / 1000
@@ -309,6 +313,20 @@ class BrokerRuntime:
                 await self.run_log_maintenance(retention=retention)
             except Exception:  # keep the broker serving; the next round retries
                 log.exception("log maintenance failed")
+
+    def remove_expired_producers(self) -> int:
+        """Every replica forgets its producers idle for ``producer.id.expiration.ms`` (Kafka's
+        ``LogManager`` task every ``producer.id.expiration.check.interval.ms``); how many."""
+        now_ms = int(time.time() * 1000)
+        removed = 0
+        for p in list(self.replicas.partitions.values()):
+            try:
+                removed += p.log.remove_expired_producers(now_ms, self.config.producer_id_expiration_ms)
+            except Exception:  # a closed or failed log: the next round retries
+                log.exception("removing expired producers of %s-%d failed", p.topic, p.index)
+        if removed:
+            log.info("removed %d expired producer ids (producer.id.expiration.ms)", removed)
+        return removed
 
     async def run_log_maintenance(self, retention: bool = True) -> None:
         """One round over every hosted partition: retention (when ``retention``), compaction

@@ -842,6 +842,12 @@ class PartitionLog:
             self._dir_dirty = False
 
     # ================================================================== retention
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers idle for ``expiration_ms`` with no transaction ongoing (Kafka's
+        ``producer.id.expiration.ms``; :meth:`ProducerStateManager.remove_expired`); how many."""
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
+
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (<= log end), delete whole
         segments below it, checkpoint. Returns the new log start offset.

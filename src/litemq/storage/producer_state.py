@@ -133,6 +133,13 @@ class ProducerStateEntry:
     """First offset of the producer's ongoing transaction (None: no transaction ongoing)."""
     coordinator_epoch: int = NO_COORDINATOR_EPOCH
     """Coordinator epoch of the last transaction marker seen for this producer."""
+    marker_timestamp: int = -1
+    """Timestamp (ms) of the last transaction marker seen for this producer."""
+
+    @property
+    def last_timestamp(self) -> int:
+        """Timestamp (ms) of its last batch or marker (Kafka ``lastTimestamp``; -1 unknown)."""
+        return max(self.batches[-1].timestamp if self.batches else -1, self.marker_timestamp)
 
     @property
     def last_seq(self) -> int:
@@ -282,6 +289,17 @@ class ProducerStateManager:
         self._add_completed(pid, first, offset)
         return CompletedTxn(pid, first, offset, control_type == 0, lso)
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers with no transaction ongoing whose last batch or marker is at
+        least ``expiration_ms`` old (Kafka ``ProducerStateManager.removeExpiredProducers``,
+        ``producer.id.expiration.ms``); returns how many. Without it the state of every
+        short-lived idempotent producer ever seen stayed, in memory and in every snapshot."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     # ------------------------------------------------------------------ queries
     def last_sequence(self, producer_id: int) -> int:
         e = self.producers.get(producer_id)
@@ -366,6 +384,7 @@ class ProducerStateManager:
                     if entry is None:
                         entry = self.producers[pid] = ProducerStateEntry(pid)
                     done = self._complete_txn(entry, first, h.producer_epoch, marker[0], marker[1])
+                    entry.marker_timestamp = h.max_timestamp
             else:
                 if entry is None:
                     entry = self.producers[pid] = ProducerStateEntry(pid)
