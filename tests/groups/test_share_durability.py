@@ -113,3 +113,72 @@ def test_a_share_consumer_keeps_its_membership_across_a_broker_restart(tmp_path)
         if c is not None:
             c.close()
         b.stop()
+
+
+
+def describe_offsets(w: WireClient, group: str, topic: str | None = None, partitions=()) -> tuple[int, dict]:
+    """DescribeShareGroupOffsets v0 of one group (``topic`` None: Topics null, every topic the
+    group has state for): (group error, {(topic, partition): (start offset, error)})."""
+    topics = None if topic is None else [{"topic_name": topic, "partitions": list(partitions)}]
+    g = w.request(90, 0, {"groups": [{"group_id": group, "topics": topics}]}).groups[0]
+    return g.error_code, {(t.topic_name, p.partition_index): (p.start_offset, p.error_code)
+                          for t in g.topics for p in t.partitions}
+
+
+def share_fetch(w: WireClient, group: str, member: str, epoch: int, topic: str, partitions, acks=None):
+    """ShareFetch v1 of ``partitions`` of ``topic`` (``acks``: partition -> acknowledgement
+    batches): {partition: first offset acquired} and the response."""
+    tid = w.request(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                            "include_topic_authorized_operations": False}).topics[0].topic_id
+    r = w.request(78, 1, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": 2000,
+                          "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
+                          "topics": [{"topic_id": tid, "partitions": [
+                              {"partition_index": i, "acknowledgement_batches": (acks or {}).get(i, [])}
+                              for i in partitions]}], "forgotten_topics_data": []})
+    firsts = {p.partition_index: min(a.first_offset for a in p.acquired_records)
+              for t in r.responses for p in t.partitions if p.acquired_records}
+    return firsts, r
+
+
+def test_share_partition_state_is_described_and_deleted_after_a_restart(tmp_path):
+    """After a restart nothing of ``__share_group_state`` is loaded until a share-partition is
+    read. DescribeShareGroupOffsets of all topics (what ``litemq share-group describe`` and
+    kafka-share-groups.sh ask) still lists the empty group's share-partitions, and DeleteGroups
+    deletes their state (Kafka: DeleteShareGroupState of every share-partition the group
+    initialised), so the group created again with the same id starts afresh (``earliest``: at
+    0), not at the old start offset (found by a hunt: both only saw state already in memory)."""
+    b = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        bs = b.bootstrap_servers
+        create_topic(bs, "queue-forget", 2)
+        produce(bs, "queue-forget", 20, 2)
+        with WireClient("127.0.0.1", b.port) as w:
+            assert heartbeat(w, "g-forget", "member-old", 0, ["queue-forget"]).error_code == E.NONE
+            firsts, _ = share_fetch(w, "g-forget", "member-old", 0, "queue-forget", (0, 1))
+            assert firsts == {0: 0, 1: 0}
+            accept = {"first_offset": 0, "last_offset": 3, "acknowledge_types": [1]}
+            _, r = share_fetch(w, "g-forget", "member-old", -1, "queue-forget", (0, 1), {0: [accept], 1: [accept]})
+            assert {p.acknowledge_error_code for t in r.responses for p in t.partitions} == {E.NONE}
+            assert heartbeat(w, "g-forget", "member-old", -1).error_code == E.NONE
+            before = describe_offsets(w, "g-forget")
+            assert before == (E.NONE, {("queue-forget", 0): (4, E.NONE), ("queue-forget", 1): (4, E.NONE)})
+        b.kill()
+        b.start()
+        with WireClient("127.0.0.1", b.port) as w:
+            after = wait_until(lambda: (d := describe_offsets(w, "g-forget"))[0] not in (
+                E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE) and d, 30, "DescribeShareGroupOffsets")
+            assert after == before  # not an empty answer until the topic was named once
+        b.kill()
+        b.start()
+        with WireClient("127.0.0.1", b.port) as w:
+            deleted = wait_until(lambda: (d := w.request(42, 2, {"groups_names": ["g-forget"]}).results[0]).error_code
+                                 not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE) and d, 30,
+                                 "DeleteGroups")
+            assert deleted.error_code == E.NONE
+            assert describe_offsets(w, "g-forget", "queue-forget", [0, 1]) == (
+                E.NONE, {("queue-forget", 0): (-1, E.NONE), ("queue-forget", 1): (-1, E.NONE)})
+            assert heartbeat(w, "g-forget", "member-new", 0, ["queue-forget"]).error_code == E.NONE
+            firsts, _ = share_fetch(w, "g-forget", "member-new", 0, "queue-forget", (0, 1))
+            assert firsts == {0: 0, 1: 0}  # share.auto.offset.reset=earliest, not the old start 4
+    finally:
+        b.stop()

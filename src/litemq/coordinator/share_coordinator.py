@@ -420,7 +420,12 @@ class ShareCoordinator:
 
     async def delete_group(self, group_id: str) -> int:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else the group
-        is forgotten and the stored state of its share-partitions known here is tombstoned."""
+        is forgotten and the stored state of every one of its share-partitions is tombstoned
+        (Kafka 4.1 ``GroupCoordinatorService.deleteGroups``: DeleteShareGroupState through the
+        ``Persister`` for each share-partition the group initialised). The states are found in
+        the state partitions themselves (:meth:`_group_states`), not only those this broker has
+        loaded: after a restart nothing is loaded until a share-partition is read. An error
+        finding them (COORDINATOR_LOAD_IN_PROGRESS, ...) is answered before anything is deleted."""
         err = self.groups.coordinator_error(group_id)
         if err:
             return err
@@ -429,15 +434,16 @@ class ShareCoordinator:
             return E.GROUP_ID_NOT_FOUND
         if group.members:
             return E.NON_EMPTY_GROUP
+        err, stored = await self._group_states(group_id)
+        if err:
+            return err
         err = await self.groups.append_records(group_id, [(encode_cg_key(SG_TARGET_METADATA, group_id), None),
                                                           (encode_cg_key(SG_METADATA, group_id), None)])
         if err:
             return err
         group.dead = True
         self.share_groups.pop(group_id, None)
-        keys = {e.key for k, e in self.entries.items() if k[0] == group_id}
-        for _, cache in self._state_cache.values():
-            keys |= {k for k in cache if k.group_id == group_id}
+        keys = set(stored) | {e.key for k, e in self.entries.items() if k[0] == group_id}
         for k in [k for k in self.entries if k[0] == group_id]:
             del self.entries[k]
         for key in keys:
@@ -446,17 +452,19 @@ class ShareCoordinator:
                 return code
         return E.NONE
 
-    def known_topics(self, group_id: str) -> set[str]:
-        """Topics the share group subscribes to or has state for (as far as this broker knows)."""
+    async def known_topics(self, group_id: str) -> tuple[int, set[str]]:
+        """(error, topics the share group subscribes to or has stored share-partition state
+        for), the state read from the state partitions (:meth:`_group_states`), so the answer
+        does not depend on what this broker happened to load since it started."""
         names = set()
         g = self.share_groups.get(group_id)
         if g is not None:
             names |= g.subscribed_topics()
         names |= {t for (gid, t, _), _e in self.entries.items() if gid == group_id}
+        err, stored = await self._group_states(group_id)
         by_id = {info.topic_id: name for name, info in self.host.topics().items()}
-        for _, cache in self._state_cache.values():
-            names |= {by_id[k.topic_id] for k in cache if k.group_id == group_id and k.topic_id in by_id}
-        return names
+        names |= {by_id[k.topic_id] for k in stored if k.topic_id in by_id}
+        return err, names
 
     async def describe_offsets(self, group_id: str, topics: dict[str, list[int]] | None
                                ) -> tuple[int, dict[str, dict[int, tuple[int, int, int]]]]:
@@ -468,8 +476,11 @@ class ShareCoordinator:
         if group_id in self.groups.groups and group_id not in self.share_groups:
             return E.GROUP_ID_NOT_FOUND, {}
         if topics is None:
+            err, names = await self.known_topics(group_id)
+            if err:
+                return err, {}
             topics = {}
-            for name in sorted(self.known_topics(group_id)):
+            for name in sorted(names):
                 info = self.host.topic(name)
                 if info is not None:
                     topics[name] = list(range(info.num_partitions))
@@ -631,6 +642,49 @@ class ShareCoordinator:
         value = res.get("value")
         return err, (decode_value(bytes.fromhex(value)) if not err and value else None)
 
+    async def _group_states(self, group_id: str) -> tuple[int, dict[ShareStateKey, ShareSnapshot]]:
+        """Every stored share-partition state of ``group_id``: (error, key -> snapshot), read from
+        each ``__share_group_state`` partition, here when this broker leads it, else from its
+        leader (broker RPC op ``share_state``, action ``group``, one request per leader). A key
+        may be on any partition (its topic may have been deleted since), so all are read. The
+        first error of a partition that cannot be read (COORDINATOR_LOAD_IN_PROGRESS,
+        COORDINATOR_NOT_AVAILABLE) is returned with what was found: the client asks again.
+
+        Kafka finds them in the group's ``ShareGroupStatePartitionMetadata`` record (the
+        share-partitions it initialised, type 15), which LiteMQ does not write (its
+        share-partition leaders initialise state themselves)."""
+        info = self.host.topic(SHARE_STATE_TOPIC)
+        if info is None:
+            return E.NONE, {}  # never created: no share group has state yet
+        out: dict[ShareStateKey, ShareSnapshot] = {}
+        remote: dict[int, list[int]] = {}
+        err = E.NONE
+        for index in range(info.num_partitions):
+            try:
+                state = self._local_state(index)
+            except KafkaError as exc:
+                err = err or exc.code
+                continue
+            if state is not None:
+                out.update((k, v) for k, v in state.items() if k.group_id == group_id)
+                continue
+            leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
+            if leader < 0 or leader == self.config.node_id or not self.host.clustered:
+                err = err or E.COORDINATOR_NOT_AVAILABLE
+                continue
+            remote.setdefault(leader, []).append(index)
+        for leader, indexes in sorted(remote.items()):
+            try:
+                res = await self.host.rpc(leader, {"op": "share_state", "action": "group", "partitions": indexes,
+                                                   "group": group_id}, self.config.request_timeout_ms / 1000)
+            except (ConnectionError, asyncio.TimeoutError, OSError):
+                err = err or E.COORDINATOR_NOT_AVAILABLE
+                continue
+            err = err or int(res.get("error", E.UNKNOWN_SERVER_ERROR))
+            for k, v in res.get("states", []):
+                out[decode_key(bytes.fromhex(k))] = decode_value(bytes.fromhex(v))
+        return err, out
+
     async def _write_state(self, key: ShareStateKey, snapshot: ShareSnapshot | None) -> int:
         """WriteShareGroupState (a full snapshot; None: a tombstone), answered once committed."""
         try:
@@ -668,8 +722,12 @@ class ShareCoordinator:
 
     async def serve_state_rpc(self, req: dict) -> dict:
         """The broker RPC op ``share_state`` (this broker leads the state partition): ``action``
-        ``read`` -> ``{"error", "value"}`` (hex or None), ``write`` -> ``{"error"}``."""
+        ``read`` -> ``{"error", "value"}`` (hex or None), ``write`` -> ``{"error"}``, ``group``
+        (of ``partitions``) -> ``{"error", "states": [[key, value], ...]}`` (hex; every state
+        of ``group`` in those partitions, the first error of one it cannot read)."""
         try:
+            if req["action"] == "group":
+                return self._serve_group_states(str(req["group"]), [int(i) for i in req["partitions"]])
             index = int(req["partition"])
             key = decode_key(bytes.fromhex(req["key"]))
             state = self._local_state(index)
@@ -685,6 +743,21 @@ class ShareCoordinator:
             return {"error": exc.code}
         except (KeyError, TypeError, ValueError, FormatError) as exc:
             return {"error": E.INVALID_REQUEST, "message": f"bad share_state request: {exc}"}
+
+    def _serve_group_states(self, group_id: str, indexes: list[int]) -> dict:
+        """The ``group`` action of :meth:`serve_state_rpc`."""
+        err, states = E.NONE, []
+        for index in indexes:
+            try:
+                state = self._local_state(index)
+            except KafkaError as exc:
+                err = err or exc.code
+                continue
+            if state is None:
+                err = err or E.NOT_COORDINATOR
+                continue
+            states += [[encode_key(k).hex(), encode_value(v).hex()] for k, v in state.items() if k.group_id == group_id]
+        return {"error": err, "states": states}
 
     async def _store(self, entry: _Entry) -> int:
         """Write ``entry``'s state if it changed."""
