@@ -32,6 +32,32 @@ def test_acquire_ack_accept_moves_spso():
     assert s.start_offset == s.end_offset == 10 and not s.records
 
 
+
+def test_acknowledgement_batches_are_all_or_nothing_and_a_rollback_reacquires():
+    """Kafka's ``SharePartition.acknowledge``: a batch that fails undoes the batches before it,
+    and an acknowledgement whose state write failed is rolled back
+    (``rollbackOrProcessStateUpdates``): its records are ACQUIRED again by their member until
+    their lock expires, then delivered again with the next delivery count."""
+    s = sp(lock_ms=1000, limit=2)
+    s.acquire(BATCHES, "m1", 0, 100, 10)
+    code, undo = s.acknowledge_all("m1", [(0, 1, [AckType.ACCEPT]), (2, 2, [AckType.RELEASE]), (9, 10, [1])])
+    assert (code, undo) == (E.INVALID_RECORD_STATE, [])  # 10 was never delivered: nothing applied
+    assert s.start_offset == 0 and s.acquired_count() == 10
+    code, undo = s.acknowledge_all("m1", [(0, 1, [AckType.ACCEPT]), (2, 3, [AckType.RELEASE]),
+                                          (4, 4, [AckType.REJECT])])
+    assert code == E.NONE and s.start_offset == 2 and s.first_fetchable() == 2
+    got, _ = s.acquire(BATCHES, "m2", 10, 1, 10)  # meanwhile m2 takes released 2
+    assert got == [(2, 2, 2)]
+    s.rollback(undo)  # the state write failed
+    assert s.start_offset == 0 and s.dirty
+    assert {o: (r.state, r.member_id) for o, r in s.records.items() if o < 5} == {
+        0: (RecordState.ACQUIRED, "m1"), 1: (RecordState.ACQUIRED, "m1"), 2: (RecordState.ACQUIRED, "m2"),
+        3: (RecordState.ACQUIRED, "m1"), 4: (RecordState.ACQUIRED, "m1")}
+    assert s.acknowledge("m1", 0, 1, [AckType.ACCEPT]) == E.NONE  # m1 may acknowledge them again
+    s.expire_locks(1000)  # or they come back at the lock deadline
+    got, _ = s.acquire(BATCHES, "m3", 1000, 100, 10)
+    assert got == [(3, 9, 2)]  # 2 was archived at the limit (m2's lock expired too)
+
 def test_release_redelivers_with_higher_count_and_archives_at_limit():
     s = sp(limit=2)
     s.acquire(BATCHES[:1], "m1", 0, 2, 5)  # max_records 2: offsets 0, 1

@@ -231,3 +231,62 @@ def test_share_group_membership_and_group_configs_follow_a_coordinator_failover(
             g = w.request(77, 1, {"group_ids": ["gfo"], "include_authorized_operations": False}).groups[0]
         assert g.error_code == E.NONE and [m.member_id for m in g.members] == ["m1"]
         assert lock_config(new) == (E.NONE, (("20000", 8),))
+
+
+def test_an_acknowledgement_whose_state_write_fails_is_rolled_back(tmp_path):
+    """The broker leading the group's ``__share_group_state`` partition is SIGKILLed, so the
+    share-partition leader cannot store an ACCEPT (COORDINATOR_NOT_AVAILABLE). As Kafka's
+    ``SharePartition.rollbackOrProcessStateUpdates``, the records go back to ACQUIRED and are
+    delivered again once their lock expires (found by a hunt: they stayed accepted in memory,
+    though the client was told the acknowledgement failed, and were never delivered again)."""
+    from groups_helpers import wait_until
+
+    from litemq.coordinator.records import partition_for
+    from litemq.coordinator.share_records import SHARE_STATE_TOPIC, ShareStateKey
+    from litemq.protocol.errors import ErrorCode as E
+    from litemq.testing.wire import WireClient
+
+    with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("qr", 1, 3)], operation_timeout=30)["qr"].result(timeout=60)
+        leader = cluster.wait_leaders("qr", 1)[0]
+        p = Producer({"bootstrap.servers": bs, "acks": "all"})
+        for i in range(10):
+            p.produce("qr", str(i).encode())
+        assert p.flush(30) == 0
+        w = WireClient("127.0.0.1", cluster.node(leader).port)
+        tid = w.request(3, 12, {"topics": [{"name": "qr", "topic_id": None}], "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False}).topics[0].topic_id
+
+        def fetch(group: str, member: str, epoch: int, max_records: int = 100) -> list[tuple[int, int]]:
+            r = w.request(78, 1, {"group_id": group, "member_id": member, "share_session_epoch": epoch,
+                                  "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
+                                  "max_records": max_records, "batch_size": max_records,
+                                  "topics": [{"topic_id": tid, "partitions": [
+                                      {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                  "forgotten_topics_data": []})
+            return [(o, a.delivery_count) for t in r.responses for q in t.partitions for a in q.acquired_records
+                    for o in range(a.first_offset, a.last_offset + 1)]
+
+        try:
+            # the first share fetch creates __share_group_state; pick a group whose state
+            # partition another broker leads
+            wait_until(lambda: fetch("gr-warm", "warm", 0, 1), 60, "a share fetch of the warm-up group")
+            state_leaders = cluster.wait_leaders(SHARE_STATE_TOPIC, 3)
+            group = next(g for g in (f"gr-{i}" for i in range(100)) if state_leaders[partition_for(
+                ShareStateKey(g, tid, 0).coordinator_key(), 3)] != leader)
+            state_leader = state_leaders[partition_for(ShareStateKey(group, tid, 0).coordinator_key(), 3)]
+            got = wait_until(lambda: fetch(group, "m1", 0, 10), 60, "records acquired by m1")
+            assert got == [(o, 1) for o in range(10)]
+            cluster.kill(state_leader)
+            r = w.request(79, 1, {"group_id": group, "member_id": "m1", "share_session_epoch": 1, "topics": [
+                {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 4, "acknowledge_types": [1]}]}]}]})
+            codes = [q.error_code for t in r.responses for q in t.partitions]
+            assert codes != [E.NONE], codes  # the ACCEPT was not stored
+            time.sleep(3.5)  # the 3 s record lock expires
+            again = wait_until(lambda: fetch(group, "m2", 0), 30, "records acquired by m2")
+            assert again == [(o, 2) for o in range(10)]  # 0-4 too: the failed ACCEPT was rolled back
+        finally:
+            w.close()

@@ -886,21 +886,28 @@ class ShareCoordinator:
 
     async def acknowledge(self, group_id: str, member_id: str, topic: str, index: int,
                           batches: list[tuple[int, int, list[int]]]) -> int:
-        """Apply acknowledgement batches ``(first, last, types)`` of one partition and store the
-        state; the error of the partition (INVALID_RECORD_STATE, NOT_LEADER_OR_FOLLOWER, ...)."""
+        """Apply acknowledgement batches ``(first, last, types)`` of one partition, all or
+        nothing, and store the state; the error of the partition (INVALID_RECORD_STATE,
+        NOT_LEADER_OR_FOLLOWER, ...). When the state cannot be stored (the write's error:
+        COORDINATOR_NOT_AVAILABLE, ...) the acknowledgement is rolled back, its records
+        ACQUIRED again until their lock expires and then delivered again, as Kafka 4.1's
+        ``SharePartition.acknowledge`` -> ``rollbackOrProcessStateUpdates``: the client was
+        told it failed, so it must not stay done."""
         err, p = self._leader_partition(topic, index)
         if err:
             return err
         entry = await self._entry(group_id, topic, index, p)
         if entry is None:
             return E.INVALID_RECORD_STATE  # nothing was acquired from this leader's state
-        code = E.NONE
-        for first, last, types in batches:
-            c = entry.sp.acknowledge(member_id, first, last, types)
-            code = code or c
+        code, undo = entry.sp.acknowledge_all(member_id, batches)
         if entry.sp.dirty:
             self._notify()
             store_err = await self._store(entry)
+            if store_err and undo:
+                entry.sp.rollback(undo)
+                entry.sp.move_start(p.kafka_log_start_offset)
+                log.info("share-partition %s %s-%d: acknowledgement rolled back, state not stored (%s)", group_id,
+                         topic, index, E(store_err).name)
             code = code or store_err
         return code
 

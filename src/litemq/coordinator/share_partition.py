@@ -260,11 +260,14 @@ class SharePartition:
         self._advance_start()
         return _ranges(acquired, self.records), used
 
-    def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int]) -> int:
+    def acknowledge(self, member_id: str, first_offset: int, last_offset: int, types: list[int],
+                    undo: list[tuple[int, InFlight, InFlight, bool]] | None = None) -> int:
         """One acknowledgement batch (ShareFetch/ShareAcknowledge ``AcknowledgementBatches``):
         ``types`` has one type for the whole range or one per offset. Checked whole before any
         change. Returns NONE, INVALID_REQUEST (malformed) or INVALID_RECORD_STATE (an offset
-        that is not acquired by ``member_id``; a GAP may name an offset already done)."""
+        that is not acquired by ``member_id``; a GAP may name an offset already done). Each
+        record changed is appended to ``undo`` as ``(offset, record, its state before, whether
+        it is done now)`` for :meth:`rollback`."""
         n = last_offset - first_offset + 1
         if first_offset < 0 or n <= 0 or not types or (len(types) != 1 and len(types) != n) \
                 or any(t not in (0, 1, 2, 3) for t in types):
@@ -287,13 +290,47 @@ class SharePartition:
                 return E.INVALID_RECORD_STATE
             plan.append((off, rec, t))
         for off, rec, t in plan:
+            before = InFlight(rec.state, rec.delivery_count, rec.member_id, rec.deadline_ms)
             if t == AckType.RELEASE:
                 self._release(off, rec)
             else:  # ACCEPT, REJECT, GAP: done
                 del self.records[off]
                 self.dirty = True
+            if undo is not None:
+                undo.append((off, rec, before, off not in self.records))
         self._advance_start()
         return E.NONE
+
+    def acknowledge_all(self, member_id: str, batches: Iterable[tuple[int, int, list[int]]]
+                        ) -> tuple[int, list[tuple[int, InFlight, InFlight, bool]]]:
+        """The acknowledgement batches of one partition of a request, all or nothing (Kafka
+        ``SharePartition.acknowledge``: the first batch that fails rolls back the ones before
+        it): ``(NONE, undo)`` (``undo`` for :meth:`rollback` if the new state cannot be
+        stored), or ``(the failing batch's error, [])`` with nothing changed."""
+        undo: list[tuple[int, InFlight, InFlight, bool]] = []
+        dirty = self.dirty
+        for first, last, types in batches:
+            code = self.acknowledge(member_id, first, last, types, undo)
+            if code:
+                self.rollback(undo)
+                self.dirty = dirty  # nothing to store for it
+                return code, []
+        return E.NONE, undo
+
+    def rollback(self, undo: list[tuple[int, InFlight, InFlight, bool]]) -> None:
+        """Put the records an acknowledgement changed back as they were (ACQUIRED by their
+        member until their lock deadline: delivered again after it), as Kafka's
+        ``SharePartition.rollbackOrProcessStateUpdates`` does when the state write fails.
+        A record released by it that another member has acquired since is left to that member;
+        one done by it (accepted, rejected, archived) cannot have changed since."""
+        for off, rec, before, done in reversed(undo):
+            cur = self.records.get(off)
+            if done and cur is None:
+                self.records[off] = before
+            elif not done and cur is rec and rec.state == RecordState.AVAILABLE:
+                rec.state, rec.member_id, rec.deadline_ms = before.state, before.member_id, before.deadline_ms
+        self.start_offset = min(self.records, default=self.end_offset)
+        self.dirty = True
 
 
 def _ranges(offsets: list[int], records: dict[int, InFlight]) -> list[tuple[int, int, int]]:
