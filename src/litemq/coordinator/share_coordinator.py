@@ -58,6 +58,7 @@ from litemq.coordinator.share_records import (SHARE_STATE_TOPIC, ShareSnapshot, 
 from litemq.protocol.errors import ErrorCode as E
 from litemq.protocol.errors import KafkaError
 from litemq.protocol.records import build_batch, iter_batches
+from litemq.storage.txn_index import AbortedTxnTracker
 
 if TYPE_CHECKING:
     from litemq.coordinator.host import CoordinatorHost
@@ -660,13 +661,12 @@ class ShareCoordinator:
         remote: dict[int, list[int]] = {}
         err = E.NONE
         for index in range(info.num_partitions):
-            try:
-                state = self._local_state(index)
-            except KafkaError as exc:
-                err = err or exc.code
+            code, found = self._local_group_states(group_id, index)
+            if code:
+                err = err or code
                 continue
-            if state is not None:
-                out.update((k, v) for k, v in state.items() if k.group_id == group_id)
+            if found is not None:
+                out.update(found)
                 continue
             leader = self.host.partition_leader(SHARE_STATE_TOPIC, index)
             if leader < 0 or leader == self.config.node_id or not self.host.clustered:
@@ -744,19 +744,27 @@ class ShareCoordinator:
         except (KeyError, TypeError, ValueError, FormatError) as exc:
             return {"error": E.INVALID_REQUEST, "message": f"bad share_state request: {exc}"}
 
+    def _local_group_states(self, group_id: str, index: int) -> tuple[int, dict[ShareStateKey, ShareSnapshot] | None]:
+        """(error, the states of ``group_id`` in state partition ``index``) when this broker leads
+        it; (NONE, None) when it does not; (COORDINATOR_LOAD_IN_PROGRESS, ...) when it cannot
+        be read yet."""
+        try:
+            state = self._local_state(index)
+        except KafkaError as exc:
+            return exc.code, None
+        if state is None:
+            return E.NONE, None
+        return E.NONE, {k: v for k, v in state.items() if k.group_id == group_id}
+
     def _serve_group_states(self, group_id: str, indexes: list[int]) -> dict:
         """The ``group`` action of :meth:`serve_state_rpc`."""
         err, states = E.NONE, []
         for index in indexes:
-            try:
-                state = self._local_state(index)
-            except KafkaError as exc:
-                err = err or exc.code
+            code, found = self._local_group_states(group_id, index)
+            if code or found is None:
+                err = err or code or E.NOT_COORDINATOR
                 continue
-            if state is None:
-                err = err or E.NOT_COORDINATOR
-                continue
-            states += [[encode_key(k).hex(), encode_value(v).hex()] for k, v in state.items() if k.group_id == group_id]
+            states += [[encode_key(k).hex(), encode_value(v).hex()] for k, v in found.items()]
         return {"error": err, "states": states}
 
     async def _store(self, entry: _Entry) -> int:
@@ -937,24 +945,9 @@ class ShareCoordinator:
         view = memoryview(data)
         headers = [(pos, h) for pos, h in iter_batches(view, allow_trailing_partial=True)]
         aborted_pids = self._aborted(p, log_start, visible_log) if read_committed else None
-        infos = []
-        # Kafka's consumer filter (``consumeAbortedTransactionsUpTo``): each aborted transaction
-        # starts once, in first-offset order, and its ABORT marker ends it for good; a later
-        # transaction of the same producer that committed is not aborted
-        active: set[int] = set()
-        pending = sorted(aborted_pids or (), key=lambda a: a[1])
-        next_aborted = 0
-        for _, h in headers:
-            aborted = False
-            if aborted_pids is not None:
-                while next_aborted < len(pending) and pending[next_aborted][1] <= h.last_offset:
-                    active.add(pending[next_aborted][0])
-                    next_aborted += 1
-                if h.is_control:
-                    active.discard(h.producer_id)
-                elif h.is_transactional and h.producer_id in active:
-                    aborted = True
-            infos.append(BatchInfo(h.base_offset, h.last_offset, h.is_control, aborted))
+        tracker = AbortedTxnTracker(aborted_pids) if aborted_pids is not None else None
+        infos = [BatchInfo(h.base_offset, h.last_offset, h.is_control,
+                           tracker is not None and tracker.is_aborted_data(h)) for _, h in headers]
         acquired, used = sp.acquire(infos, member_id, self.host.loop.time() * 1000, max_records, hw)
         if not acquired:
             return out

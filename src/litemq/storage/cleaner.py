@@ -74,6 +74,7 @@ from litemq.storage.checkpoints import fsync_dir, read_offset_checkpoint, write_
 from litemq.storage.config import LogConfig
 from litemq.storage.producer_state import ProducerStateManager
 from litemq.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from litemq.storage.txn_index import AbortedTxnTracker
 
 log = logging.getLogger(__name__)
 
@@ -111,30 +112,6 @@ class CleanableLog(Protocol):
 
     def replace_segments(self, segments: list[LogSegment]) -> None:
         """(lock held) Install a new segment list."""
-
-
-class _AbortedTxnTracker:
-    """Which data batches belong to aborted transactions, fed every batch in offset order
-    (Kafka ``CleanedTransactionMetadata``). ``aborted``: ``(producer_id, first_offset)`` sorted
-    by first offset (:meth:`PartitionLog.collect_aborted_transactions`)."""
-
-    def __init__(self, aborted: list[tuple[int, int]]) -> None:
-        self.aborted = aborted
-        self.next = 0
-        self.aborting: set[int] = set()  # producer ids inside an aborted transaction
-
-    def is_aborted_data(self, h: BatchHeader) -> bool:
-        aborted = self.aborted
-        while self.next < len(aborted) and aborted[self.next][1] <= h.base_offset:
-            self.aborting.add(aborted[self.next][0])
-            self.next += 1
-        pid = h.producer_id
-        if pid < 0 or pid not in self.aborting:
-            return False
-        if h.is_control:  # the producer's next control batch is its ABORT marker
-            self.aborting.discard(pid)
-            return False
-        return h.is_transactional
 
 
 class _DeleteHorizons:
@@ -334,7 +311,7 @@ class LogCleaner:
         ``.cleaned`` files (deleted again if anything fails)."""
         latest, last_batch_of_producer = self._build_offset_map(plan.segments, plan.start_offset, plan.aborted)
         cleaned: list[tuple[LogSegment, LogSegment]] = []
-        tracker = _AbortedTxnTracker(plan.aborted)
+        tracker = AbortedTxnTracker(plan.aborted)
         horizons = _DeleteHorizons(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
         try:
             for seg in plan.segments:
@@ -350,7 +327,7 @@ class LogCleaner:
     def _build_offset_map(self, segments: list[LogSegment], start_offset: int, aborted: list[tuple[int, int]]):
         latest: dict[bytes, int] = {}
         last_batch_of_producer: dict[int, int] = {}
-        tracker = _AbortedTxnTracker(aborted)
+        tracker = AbortedTxnTracker(aborted)
         for seg in segments:
             for pos, h in seg.iter_headers():
                 if h.producer_id >= 0:
@@ -364,7 +341,7 @@ class LogCleaner:
         return latest, last_batch_of_producer
 
     def _clean_segment(self, seg: LogSegment, latest: dict[bytes, int], last_of_producer: dict[int, int],
-                       stats: CleanStats, tracker: _AbortedTxnTracker, horizons: _DeleteHorizons) -> LogSegment:
+                       stats: CleanStats, tracker: AbortedTxnTracker, horizons: _DeleteHorizons) -> LogSegment:
         new = LogSegment(seg.dir, seg.base_offset, seg.config, suffix=CLEANED_SUFFIX, create=True)
         dropped_markers: set[int] = set()
         try:

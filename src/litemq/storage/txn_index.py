@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from litemq.protocol.errors import KafkaStorageError
+from litemq.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +221,31 @@ class TransactionIndex:
             if e.last_stable_offset >= upper_bound_offset:
                 return out, True
         return out, False
+
+
+class AbortedTxnTracker:
+    """Which data batches belong to aborted transactions, fed every batch in offset order
+    (Kafka ``CleanedTransactionMetadata``; the consumer's ``consumeAbortedTransactionsUpTo``):
+    each aborted transaction starts once, at its first offset, and its producer's next control
+    batch (the ABORT marker) ends it, so a later transaction of that producer is not aborted.
+    ``aborted``: ``(producer_id, first_offset)`` sorted by first offset
+    (:meth:`PartitionLog.collect_aborted_transactions`), in the offsets of the batches fed.
+    Used by the log cleaner and by read_committed share groups."""
+
+    def __init__(self, aborted: list[tuple[int, int]]) -> None:
+        self.aborted = aborted
+        self.next = 0
+        self.aborting: set[int] = set()  # producer ids inside an aborted transaction
+
+    def is_aborted_data(self, h: BatchHeader) -> bool:
+        aborted = self.aborted
+        while self.next < len(aborted) and aborted[self.next][1] <= h.base_offset:
+            self.aborting.add(aborted[self.next][0])
+            self.next += 1
+        pid = h.producer_id
+        if pid < 0 or pid not in self.aborting:
+            return False
+        if h.is_control:  # the producer's next control batch is its ABORT marker
+            self.aborting.discard(pid)
+            return False
+        return h.is_transactional
