@@ -468,19 +468,32 @@ class BrokerRuntime:
                              ErrorCode.INVALID_REPLICATION_FACTOR)
         self.validate_topic_configs(configs)
         self.metadata.check_new_topic(name, num_partitions)
-        # The partition logs first, the metadata last: a failure (disk full, no file descriptor)
-        # at either step leaves no topic at all, rather than one that clients see but cannot
-        # use. Logs of a topic the metadata does not know are deleted at the next start.
-        plogs = self._create_logs(name, range(num_partitions), self._log_config(configs))
-        try:
-            info = self.metadata.create_topic(name, num_partitions, configs, internal)
-        except KafkaError:
-            self._delete_logs(name, range(num_partitions))
-            raise
-        for i, plog in enumerate(plogs):
-            self.replicas.add(name, i, plog)
+        info = self._with_new_logs(name, range(num_partitions), self._log_config(configs),
+                                   lambda: self.metadata.create_topic(name, num_partitions, configs, internal))
         log.info("created topic %s with %d partition(s)", name, num_partitions)
         return info
+
+    def _with_new_logs(self, name: str, indexes: range, cfg: LogConfig, record):
+        """The partition logs first, the metadata last: create the logs of partitions
+        ``indexes`` of topic ``name``, then ``record()`` the change in the metadata, and only
+        then serve the partitions; returns what ``record`` returns. A failure (disk full, no file
+        descriptor) at either step leaves no trace of the new partitions, rather than ones that
+        clients see but cannot use (logs of partitions the metadata does not know are deleted at
+        the next start).
+
+        Raises:
+            KafkaError: ``record``'s (the logs are deleted again); KafkaStorageError from
+                :meth:`_create_logs`.
+        """
+        plogs = self._create_logs(name, indexes, cfg)
+        try:
+            result = record()
+        except KafkaError:
+            self._delete_logs(name, indexes)
+            raise
+        for i, plog in zip(indexes, plogs):
+            self.replicas.add(name, i, plog)
+        return result
 
     def _create_logs(self, name: str, indexes: range, cfg: LogConfig) -> list:
         """Open (create) the logs of partitions ``indexes`` of topic ``name``, all or none.
@@ -534,15 +547,8 @@ class BrokerRuntime:
             manual_partition_assignments(assignments, self.metadata.topics[name].num_partitions, count, 1, me, me)
         info = self.metadata.topics[name]
         self.metadata.check_new_partition_count(name, count)
-        new = range(info.num_partitions, count)
-        plogs = self._create_logs(name, new, self.log_config_for(info))  # as create_topic: logs first
-        try:
-            self.metadata.set_partitions(name, count)
-        except KafkaError:
-            self._delete_logs(name, new)
-            raise
-        for i, plog in zip(new, plogs):
-            self.replicas.add(name, i, plog)
+        self._with_new_logs(name, range(info.num_partitions, count), self.log_config_for(info),
+                            lambda: self.metadata.set_partitions(name, count))
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.validate_topic_configs(configs)

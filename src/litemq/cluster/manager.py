@@ -135,7 +135,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
         self._replay_until: int | None = None
         """While not None: the last metadata offset in this broker's log when it started; until it
-        is applied, the replay rebuilds the image without acting on replicas (see _end_replay)."""
+        is applied, the replay rebuilds the image without acting on replicas (see
+        _end_replay_when_caught_up)."""
         self._replayed: tuple[set, set, set] = (set(), set(), set())
         """(deleted partitions, changed partitions, changed topics) seen during the replay."""
         self._failed = False

@@ -111,18 +111,19 @@ class PartitionGroupRegistry:
         host = self.host
         cfg = host.log_config_for(info)
         plog = self._loaded_logs.pop((info.name, index), None) or host.log_manager.get(info.name, index)
-        if plog is not None and read_topic_id(plog.dir) not in (None, info.topic_id):
+        recorded = read_topic_id(plog.dir) if plog is not None else None
+        if recorded not in (None, info.topic_id):
             # A directory of an earlier topic of the same name (deleted, then created again, and
             # this broker did not get to delete it): never the new topic's data.
             log.warning("%s-%d: the log directory belongs to an earlier topic %s of that name: deleting it",
-                        info.name, index, read_topic_id(plog.dir))
+                        info.name, index, recorded)
             host.log_manager.delete(info.name, index)
-            plog = None
+            plog, recorded = None, None
         if plog is None:
             plog = host.log_manager.create(info.name, index, cfg)
         else:
             plog.update_config(cfg)
-        if read_topic_id(plog.dir) is None:
+        if recorded is None:
             try:
                 write_topic_id(plog.dir, info.topic_id)
             except OSError as exc:
