@@ -7,13 +7,13 @@ back and the broker restarted, every acknowledged record is read back at its off
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.testing.cluster import LocalCluster, wait_for
+from tests.small_disk import small_tmpfs
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -22,13 +22,8 @@ TOPIC = "fills"
 
 @pytest.fixture
 def node2_on_small_disk(tmp_path):
-    mnt = tmp_path / "node-2"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with small_tmpfs(tmp_path / "node-2", "16m") as mnt:
+        yield mnt
 
 
 def _leader(admin: AdminClient) -> int:

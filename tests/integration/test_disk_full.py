@@ -4,7 +4,6 @@ returns appends succeed and every acknowledged record is intact (issue 3)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,18 +13,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from litemq.protocol.errors import ErrorCode
 from litemq.testing.process import BrokerProcess
+from tests.small_disk import small_tmpfs
 from litemq.testing.wire import WireClient
 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with small_tmpfs(tmp_path / "disk", "4m") as mnt:
+        yield mnt
 
 
 def test_disk_full_gives_storage_error_then_recovers(small_disk, tmp_path):

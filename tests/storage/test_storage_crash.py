@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import uuid
 
 import pytest
@@ -16,6 +15,7 @@ from litemq.protocol.errors import (
 )
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
+from tests.small_disk import small_tmpfs
 from storage_helpers import batch, batch_bases, offsets
 
 CFG = LogConfig(segment_bytes=4096, index_interval_bytes=100)
@@ -164,16 +164,8 @@ def test_truncation_and_epochs(tmp_path):
 # ------------------------------------------------------------------ disk full
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}", "2m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_disk_full_raises_storage_error_and_log_survives(tiny_tmpfs):
