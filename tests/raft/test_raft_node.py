@@ -506,6 +506,37 @@ def test_leader_with_an_uncommitted_tail_still_appends_its_noop():
     assert new.commit_index == 1
 
 
+def test_transfer_from_a_leader_that_skipped_its_noop_drops_a_deposed_leaders_tail():
+    """A deposed leader's uncommitted tail must not come back through a leadership transfer
+    from a leader that skipped its no-op: that leader appends its no-op first, which
+    conflicts with the tail, so the transferee drops it before it can win (without it, its
+    longer log won the TimeoutNow election and committed the tail; tests/cluster/test_no_resurrection.py)."""
+    c = Cluster(ids=(1, 2, 3), seed=3, config=LAZY)
+    old = c.elect(1)
+    old.propose(b"a")
+    c.pump()
+    c.tick(3)  # committed, and every follower knows it
+    c.isolate(1)
+    old.propose(b"tail")  # only node 1 has it
+    c.deliver()
+    assert c.logs[1].log_end_offset == 2 and c.logs[2].log_end_offset == 1
+    c.tick(60)  # node 2 or 3 is elected on a fully committed log: no no-op
+    new = c.nodes[next(i for i in c.leaders() if i != 1)]
+    assert c.logs[new.id].log_end_offset == 1
+    c.heal()
+    c.tick(3)  # node 1 follows and, with nothing of the new term to conflict, keeps its tail
+    assert c.nodes[1].leader_id == new.id and c.logs[1].log_end_offset == 2
+    term = new.term
+    new.transfer_leadership(1)
+    c.deliver()
+    c.tick(10)
+    assert c.leaders() == [1]
+    for i in (1, 2, 3):
+        log = c.logs[i]
+        assert b"tail" not in [e.payload for e in log.entries(0, log.log_end_offset, 1 << 20)], i
+    assert c.logs[1].term_at(1) == term  # the no-op took the tail's place
+
+
 def test_config_change_after_a_skipped_noop_commits_an_entry_of_the_term_first():
     """The 2015 raft-dev erratum: a new leader changes the voters only after an entry of its
     term committed; one that skipped its no-op appends it when asked for a change."""

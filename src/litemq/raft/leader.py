@@ -205,7 +205,14 @@ def propose_config(r: Raft, conf: ConfState) -> Entry:
 def transfer_leadership(r: Raft, to: int) -> None:
     """Thesis §3.10: stop accepting proposals, bring voter ``to`` up to date, then send it
     TimeoutNow (aborted by :func:`tick_leader` after an election timeout). Raises
-    :class:`NotLeader`, or ``ValueError`` if ``to`` is not a voter."""
+    :class:`NotLeader`, or ``ValueError`` if ``to`` is not a voter.
+
+    A leader that skipped its no-op (``noop_only_when_needed``) appends it first: ``to`` may
+    hold uncommitted entries of an earlier term beyond this leader's log (a deposed leader's,
+    which no entry of this term has overwritten yet), and its log, longer, would win the
+    election TimeoutNow starts, bringing back records this leader never had and already
+    answered for (an idempotent producer told a sequence gap resends them: duplicates). The
+    no-op conflicts with them, so ``to`` drops them before it is up to date."""
     if r.role is not Role.LEADER:
         raise NotLeader(r.leader_id)
     if to == r.id:
@@ -214,6 +221,8 @@ def transfer_leadership(r: Raft, to: int) -> None:
         raise ValueError(f"{to} is not a voter")
     if r.lead_transferee == to:
         return
+    if r.raft_log.end_offset <= r.pending_config_offset:
+        r.append_noop()  # nothing of this term in the log yet (see the docstring)
     r.lead_transferee = to
     r.election_elapsed = 0
     pr = r.progress[to]

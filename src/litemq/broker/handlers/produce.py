@@ -110,8 +110,7 @@ def _append_one(runtime, topic: str, index: int, records, acks: int, version: in
                                            level=level, max_batch_bytes=cfg.max_message_bytes)
         ai = p.append(records)
     except KafkaError as exc:
-        if exc.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            log.info("produce to %s-%d rejected: %s", topic, index, exc)
+        log.info("produce to %s-%d rejected: %s", topic, index, exc)
         return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
     if not ai.duplicate:
         runtime.metrics.on_produce(topic, len(records), ai.last_offset - ai.first_offset + 1)
