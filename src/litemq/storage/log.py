@@ -953,7 +953,11 @@ class PartitionLog:
 
     # ================================================================== close / delete
     def close(self) -> None:
-        """Flush, write checkpoints and a producer snapshot, then the clean-shutdown marker."""
+        """Flush, write checkpoints and a producer snapshot, then the clean-shutdown marker.
+
+        The active segment's time index gets its largest timestamp as last entry first (Kafka
+        ``LogSegment.close``): a log opened after a clean close reads each segment's largest
+        timestamp from there (ListOffsets by timestamp and MAX_TIMESTAMP, retention)."""
         with self._lock:
             if self._closed:
                 return
@@ -962,6 +966,7 @@ class PartitionLog:
             if self._closed:
                 return
             point = self._leo
+            self.active_segment.append_max_timestamp_entry()
             for s in self._segments_from(self._checkpointed_recovery_point):
                 s.flush_indexes(sync=True)
             write_offset_checkpoint(self.dir / RECOVERY_POINT_CHECKPOINT, point)

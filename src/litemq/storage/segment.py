@@ -166,8 +166,26 @@ class LogSegment:
             self.recover()
             return
         self._indexes_loaded = True
+        self.max_timestamp, self.offset_of_max_timestamp = self._read_largest_timestamp()
+
+    def _read_largest_timestamp(self) -> tuple[int, int]:
+        """``(max_timestamp, offset_of_max_timestamp)`` of the segment from its indexes and the
+        batches past the last offset-index entry (Kafka ``LogSegment.readLargestTimestamp``);
+        ``(-1, -1)`` when no batch has a timestamp.
+
+        The time index's last entry alone is enough after a clean close (:meth:`append_max_timestamp_entry`),
+        but not for an index written without it (a segment closed by an older version, rolled
+        after such a restart, or truncated): whenever an offset-index entry is added, the time
+        index covers the largest timestamp up to that batch, so only the batches from the last
+        offset-index entry's position on are read (about ``index.interval.bytes`` of headers)."""
         ts, off = self.time_index.last_entry
-        self.max_timestamp, self.offset_of_max_timestamp = ts, (off if ts >= 0 else -1)
+        if ts < 0:
+            off = -1
+        pos = self.offset_index.positions[-1] if len(self.offset_index) else 0
+        for _, h in self.iter_headers(pos):
+            if h.max_timestamp > ts:
+                ts, off = h.max_timestamp, h.base_offset + h.last_offset_delta
+        return ts, off
 
     @property
     def index_full(self) -> bool:
@@ -187,6 +205,16 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Segment rolled: record the segment's largest timestamp as the last time-index entry
         (Kafka ``onBecomeInactiveSegment``) so it is known without a scan after a restart."""
+        self.append_max_timestamp_entry()
+
+    def append_max_timestamp_entry(self) -> None:
+        """Append ``(max_timestamp, offset_of_max_timestamp)`` to the time index if it is newer
+        than the last entry, whether or not the index is full (Kafka
+        ``timeIndex.maybeAppend(maxTimestampSoFar, shallowOffsetOfMaxTimestampSoFar, true)``, done
+        by ``LogSegment.onBecomeInactiveSegment``, ``close`` and ``recover``): the index's last
+        entry then holds the segment's largest timestamp, which a reopened log reads back
+        (ListOffsets by timestamp and MAX_TIMESTAMP, ``retention.ms``,
+        ``min.compaction.lag.ms``). In memory until :meth:`flush_indexes`."""
         self.ensure_indexes()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -362,8 +390,7 @@ class LogSegment:
         self.offset_index.truncate_to_position(pos)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        ts, off = self.time_index.last_entry
-        self.max_timestamp, self.offset_of_max_timestamp = ts, (off if ts >= 0 else -1)
+        self.max_timestamp, self.offset_of_max_timestamp = self._read_largest_timestamp()
         self.next_offset = offset
         self.bytes_since_last_index_entry = pos - self.offset_index.floor_position(pos) if pos else 0
         if pos == 0:
@@ -422,6 +449,10 @@ class LogSegment:
             pos += consumed
             if problem:
                 break
+        # as a cleanly closed segment's, the time index ends with the largest timestamp (Kafka
+        # LogSegment.recover)
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         truncated = file_size - pos
         if truncated:
             log.warning("segment %s: truncating %d bytes at position %d (next offset %d): %s",
