@@ -19,8 +19,9 @@ from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from storage_helpers import compact_committed, keyed, records
 
-CFG = LogConfig(segment_bytes=10**6, cleanup_policy="compact,delete", retention_ms=-1,
+CFG = LogConfig(internal_segment_bytes=300, cleanup_policy="compact,delete", retention_ms=-1,
                 min_cleanable_dirty_ratio=0.0, delete_retention_ms=10**12)
+"""Segments of 162 bytes: two do not fit one cleaned segment, each is cleaned into its own."""
 NOW_MS = 10**12
 
 

@@ -41,18 +41,27 @@ of a log at a time (a second concurrent call is skipped):
    otherwise it is rebuilt with the same base offset, last offset delta, base timestamp (or
    delete horizon), codec, producer id/epoch/sequence and leader epoch (offsets never change). An emptied batch is dropped, except the last batch of a
    producer id, kept empty so the producer's sequence survives a reload (Kafka does the same).
-   The cleaned segment and its indexes (``.txnindex`` too) are fsynced as ``.cleaned`` files.
+   Consecutive segments are cleaned into one (Kafka ``groupSegmentsBySize``,
+   :func:`group_segments_by_size`): as many as fit ``segment.bytes`` and ``segment.index.bytes``
+   by their sizes before the clean, so segments an earlier clean shrank or emptied are merged
+   into their neighbours and a compacted log keeps a bounded number of segments. The cleaned
+   segment takes the first one's base offset and the last one's modification time (Kafka
+   ``cleaned.setLastModified``: ``retention.ms`` of a ``compact,delete`` log dates a segment left
+   without record timestamps by its mtime, which must not move forward at every clean). It and
+   its indexes (``.txnindex`` too) are fsynced as ``.cleaned`` files.
 3. Under the lock: if the log was truncated (or closed) since step 1, the clean is abandoned -
    its ``.cleaned`` files deleted, the cleaner checkpoint left alone, the next round redoes it
    (Kafka aborts cleaning before a truncation): the truncation may have cut a cleaned segment or
    removed the records whose presence made older ones redundant, and swapping the copies in
    would bring back truncated records or lose the latest value of a key. Otherwise, for every
-   segment still in the log (retention or DeleteRecords may have deleted some: their copies are
-   deleted), the files are renamed ``.cleaned`` -> ``.swap`` and then ``.swap`` -> final, each
-   time the indexes first and the ``.log`` last, and the segment list is swapped. The renames
+   group of segments still in the log (retention or DeleteRecords may have deleted some: the
+   copy of their group is deleted), the files are renamed ``.cleaned`` -> ``.swap``, the group's
+   other old segments deleted, and ``.swap`` -> final, each rename the indexes first and the
+   ``.log`` last, and the segment list is swapped. The renames
    are metadata only (no fsync under the lock; the directory is fsynced after): they reach the
    disk in the order made (ext4/xfs journal), so a crash leaves ``.cleaned`` files (discarded on
-   open), or a ``.log.swap`` (the swap completed on open), or the finished swap - and no
+   open), or a ``.log.swap`` (the swap completed on open, deleting the old segments whose base
+   offset is inside the swapped segment's offsets), or the finished swap - and no
    ``.swap`` file of a segment a truncation changed ever exists.
 
 Appends and reads continue during step 2; readers holding regions of the old files keep
@@ -73,7 +82,7 @@ from litemq.protocol.records import BatchHeader, build_batch, decode_batch
 from litemq.storage.checkpoints import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from litemq.storage.config import LogConfig
 from litemq.storage.producer_state import ProducerStateManager
-from litemq.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from litemq.storage.segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment
 from litemq.storage.txn_index import AbortedTxnTracker
 
 log = logging.getLogger(__name__)
@@ -111,7 +120,8 @@ class CleanableLog(Protocol):
         """``(producer_id, first_offset)`` of the aborted transactions of the range, by first offset."""
 
     def replace_segments(self, segments: list[LogSegment]) -> None:
-        """(lock held) Install a new segment list."""
+        """(lock held) Install a new segment list: the same offsets, consecutive segments possibly
+        merged into one (the first one's base offset)."""
 
 
 class _DeleteHorizons:
@@ -182,14 +192,53 @@ class _DeleteHorizons:
 @dataclass(slots=True)
 class CleanPlan:
     """What :meth:`LogCleaner.plan` chose: the segments to clean (oldest first), the offset range
-    ``[start_offset, end_offset)`` they cover, its aborted transactions and the log's
-    truncation count when chosen."""
+    ``[start_offset, end_offset)`` they cover, its aborted transactions, the log's truncation
+    count when chosen, and the segments grouped into the cleaned segments they become
+    (:func:`group_segments_by_size`; concatenated, the groups are ``segments``)."""
 
     segments: list[LogSegment]
     start_offset: int
     end_offset: int
     aborted: list[tuple[int, int]]
     truncation_count: int
+    groups: list[list[LogSegment]] = field(default_factory=list)
+
+
+def group_segments_by_size(segments: list[LogSegment], end_offset: int, max_bytes: int,
+                           max_index_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive runs of ``segments`` (oldest first, contiguous, every offset below
+    ``end_offset``) that are cleaned into one segment each (Kafka ``Cleaner.groupSegmentsBySize``).
+
+    A run grows while its ``.log`` bytes stay <= ``max_bytes`` (``segment.bytes``), its offset
+    index and time index bytes each <= ``max_index_bytes`` (``segment.index.bytes``; sizes before
+    cleaning, so the cleaned segment fits), and its last offset stays within ``INT32_MAX`` of its
+    base (relative offsets are int32); an empty segment joins whatever its offsets. So segments
+    a clean shrank or emptied are merged into their neighbours at the next clean, and the number
+    of segments (files, descriptors) of a compacted log stays bounded by its live data. Indexes
+    must be loaded (:meth:`LogSegment.ensure_indexes`)."""
+    groups: list[list[LogSegment]] = []
+    i, n = 0, len(segments)
+    while i < n:
+        group = [segments[i]]
+        log_bytes = segments[i].size
+        index_bytes = segments[i].offset_index.size_bytes
+        time_bytes = segments[i].time_index.size_bytes
+        i += 1
+        while i < n:
+            seg = segments[i]
+            last = (segments[i + 1].base_offset if i + 1 < n else end_offset) - 1
+            if (log_bytes + seg.size > max_bytes
+                    or index_bytes + seg.offset_index.size_bytes > max_index_bytes
+                    or time_bytes + seg.time_index.size_bytes > max_index_bytes
+                    or (seg.size and last - group[0].base_offset > INT32_MAX)):
+                break
+            group.append(seg)
+            log_bytes += seg.size
+            index_bytes += seg.offset_index.size_bytes
+            time_bytes += seg.time_index.size_bytes
+            i += 1
+        groups.append(group)
+    return groups
 
 
 @dataclass(slots=True)
@@ -197,6 +246,7 @@ class CleanStats:
     """What one :meth:`LogCleaner.clean` did (bytes are ``.log`` bytes)."""
 
     segments_cleaned: int = 0
+    """Old segments replaced by cleaned ones (several may become one: see :func:`group_segments_by_size`)."""
     bytes_read: int = 0
     bytes_written: int = 0
     records_read: int = 0
@@ -288,7 +338,8 @@ class LogCleaner:
                           and not (dirty and self._past_max_compaction_lag(cleanable, first_dirty, now_ms))):
             stats.skipped = f"dirty ratio {dirty}/{total} below {cfg.min_cleanable_dirty_ratio}"
             return None
-        return CleanPlan(cleanable, start_offset, end_offset, aborted, truncations)
+        groups = group_segments_by_size(cleanable, end_offset, cfg.segment_size_bytes, cfg.segment_index_bytes)
+        return CleanPlan(cleanable, start_offset, end_offset, aborted, truncations, groups)
 
     def _past_max_compaction_lag(self, cleanable: list[LogSegment], first_dirty: int, now_ms: int) -> bool:
         """True when a dirty segment's first batch is older than ``max.compaction.lag.ms``
@@ -306,17 +357,18 @@ class LogCleaner:
                 break
         return False
 
-    def rewrite(self, plan: CleanPlan, now_ms: int, stats: CleanStats) -> list[tuple[LogSegment, LogSegment]]:
-        """Phase 2 (no lock): ``(old, cleaned copy)`` per planned segment, the copies fsynced as
-        ``.cleaned`` files (deleted again if anything fails)."""
+    def rewrite(self, plan: CleanPlan, now_ms: int,
+                stats: CleanStats) -> list[tuple[list[LogSegment], LogSegment]]:
+        """Phase 2 (no lock): ``(old segments, cleaned copy)`` per group of ``plan.groups``, the
+        copies fsynced as ``.cleaned`` files (deleted again if anything fails)."""
         latest, last_batch_of_producer = self._build_offset_map(plan.segments, plan.start_offset, plan.aborted)
-        cleaned: list[tuple[LogSegment, LogSegment]] = []
+        cleaned: list[tuple[list[LogSegment], LogSegment]] = []
         tracker = AbortedTxnTracker(plan.aborted)
         horizons = _DeleteHorizons(last_batch_of_producer, now_ms, self.log.config.delete_retention_ms)
         try:
-            for seg in plan.segments:
-                new = self._clean_segment(seg, latest, last_batch_of_producer, stats, tracker, horizons)
-                cleaned.append((seg, new))
+            for group in plan.groups or [[seg] for seg in plan.segments]:
+                new = self._clean_segments(group, latest, last_batch_of_producer, stats, tracker, horizons)
+                cleaned.append((group, new))
         except BaseException:
             for _, new in cleaned:
                 new.delete_files()
@@ -340,83 +392,108 @@ class LogCleaner:
                         latest[r.key] = r.offset
         return latest, last_batch_of_producer
 
-    def _clean_segment(self, seg: LogSegment, latest: dict[bytes, int], last_of_producer: dict[int, int],
-                       stats: CleanStats, tracker: AbortedTxnTracker, horizons: _DeleteHorizons) -> LogSegment:
-        new = LogSegment(seg.dir, seg.base_offset, seg.config, suffix=CLEANED_SUFFIX, create=True)
-        dropped_markers: set[int] = set()
+    def _clean_segments(self, group: list[LogSegment], latest: dict[bytes, int], last_of_producer: dict[int, int],
+                        stats: CleanStats, tracker: AbortedTxnTracker, horizons: _DeleteHorizons) -> LogSegment:
+        """Clean the segments of ``group`` (consecutive, oldest first) into one new segment at the
+        first one's base offset, ``<base>.log.cleaned`` and its indexes, fsynced (Kafka
+        ``Cleaner.cleanSegments``). The copy keeps the last source segment's modification time
+        (Kafka ``cleaned.setLastModified(segments.last.lastModified)``): ``retention.ms`` dates a
+        segment with no record timestamp left (emptied by the clean) by its file's mtime, which
+        a fresh file would push forward at every clean. Raises ``OSError`` /
+        :class:`~litemq.protocol.errors.KafkaStorageError` (the copy is deleted)."""
+        first = group[0]
+        new = LogSegment(first.dir, first.base_offset, first.config, suffix=CLEANED_SUFFIX, create=True)
         try:
-            for pos, h in seg.iter_headers():
-                data = os.pread(seg.fd, h.size, pos)
-                stats.bytes_read += h.size
-                last = h.base_offset + h.last_offset_delta
-                aborted_data = tracker.is_aborted_data(h)
-                if h.is_control:
-                    out = horizons.clean(h, data, stats)
-                    if out is None:
-                        dropped_markers.add(last)
-                    else:
-                        new.append(out, last, h.max_timestamp, last)
-                        stats.bytes_written += len(out)
-                    continue
-                _, recs = decode_batch(data)
-                stats.records_read += len(recs)
-                horizon = h.delete_horizon_ms
-                expired = horizons.passed(horizon)
-                keep = []
-                tombstones = False
-                for r in recs:
-                    if aborted_data:
-                        break
-                    if r.key is not None and latest.get(r.key, -1) != r.offset:
-                        continue
-                    if r.key is not None and r.value is None:
-                        if expired:
-                            stats.tombstones_removed += 1
-                            continue
-                        tombstones = True
-                    keep.append(r)
-                stats.records_removed += len(recs) - len(keep)
-                if tombstones and horizon is None:
-                    horizon = horizons.fresh()  # first kept: the clock starts
-                elif not tombstones:
-                    horizon = None  # nothing left that a horizon is for
-                # a base timestamp that holds a horizon is no record's: the max timestamp is
-                record_ts = h.base_timestamp if h.delete_horizon_ms is None else h.max_timestamp
-                if len(keep) == len(recs) and horizon == h.delete_horizon_ms:
-                    out = data
-                elif not keep and not (h.producer_id >= 0 and last_of_producer.get(h.producer_id) == h.base_offset):
-                    continue
-                else:
-                    base_ts = h.base_timestamp if h.delete_horizon_ms is None else (
-                        keep[0].timestamp if keep else record_ts)
-                    out = build_batch(
-                        keep, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
-                        compression=h.compression, timestamp_type=h.timestamp_type, producer_id=h.producer_id,
-                        producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                        is_transactional=h.is_transactional, base_timestamp=base_ts,
-                        last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
-                if horizon is not None:
-                    horizons.note_horizon(horizon)
-                max_ts = max((r.timestamp for r in keep), default=record_ts)
-                new.append(out, last, max_ts, last)
-                stats.bytes_written += len(out)
-                horizons.retained(h)
-            for entry in seg.txn_index.entries:
-                if entry.last_offset not in dropped_markers:  # an entry goes with its ABORT marker
-                    new.txn_index.append(entry)
-            if seg.txn_index.exists and not new.txn_index.exists:
+            modified_ns = os.fstat(group[-1].fd).st_mtime_ns
+            for seg in group:
+                self._clean_into(seg, new, latest, last_of_producer, stats, tracker, horizons)
+            if first.txn_index.exists and not new.txn_index.exists:
                 new.txn_index.create_empty()  # replaces the old file in the swap
             new.on_become_inactive()
-            new.sync()
+            new.set_last_modified(modified_ns)
+            new.sync(metadata=True)
             new.flush_indexes(sync=True)
         except BaseException:
             new.delete_files()
             raise
         return new
 
-    def swap(self, plan: CleanPlan, cleaned: list[tuple[LogSegment, LogSegment]], stats: CleanStats) -> bool:
-        """Phase 3 (takes the log lock): install the cleaned copies, or abandon the clean if the
-        log was truncated or closed since :meth:`plan` (module doc, step 3). True if installed."""
+    def _clean_into(self, seg: LogSegment, new: LogSegment, latest: dict[bytes, int],
+                    last_of_producer: dict[int, int], stats: CleanStats, tracker: AbortedTxnTracker,
+                    horizons: _DeleteHorizons) -> None:
+        """Append what survives of ``seg``'s batches to ``new`` (module doc, step 2), with the
+        ``.txnindex`` entries of the ABORT markers kept (Kafka ``Cleaner.cleanInto``)."""
+        dropped_markers: set[int] = set()
+        for pos, h in seg.iter_headers():
+            data = os.pread(seg.fd, h.size, pos)
+            stats.bytes_read += h.size
+            last = h.base_offset + h.last_offset_delta
+            aborted_data = tracker.is_aborted_data(h)
+            if h.is_control:
+                out = horizons.clean(h, data, stats)
+                if out is None:
+                    dropped_markers.add(last)
+                else:
+                    new.append(out, last, h.max_timestamp, last)
+                    stats.bytes_written += len(out)
+                continue
+            _, recs = decode_batch(data)
+            stats.records_read += len(recs)
+            horizon = h.delete_horizon_ms
+            expired = horizons.passed(horizon)
+            keep = []
+            tombstones = False
+            for r in recs:
+                if aborted_data:
+                    break
+                if r.key is not None and latest.get(r.key, -1) != r.offset:
+                    continue
+                if r.key is not None and r.value is None:
+                    if expired:
+                        stats.tombstones_removed += 1
+                        continue
+                    tombstones = True
+                keep.append(r)
+            stats.records_removed += len(recs) - len(keep)
+            if tombstones and horizon is None:
+                horizon = horizons.fresh()  # first kept: the clock starts
+            elif not tombstones:
+                horizon = None  # nothing left that a horizon is for
+            # a base timestamp that holds a horizon is no record's: the max timestamp is
+            record_ts = h.base_timestamp if h.delete_horizon_ms is None else h.max_timestamp
+            if len(keep) == len(recs) and horizon == h.delete_horizon_ms:
+                out = data
+            elif not keep and not (h.producer_id >= 0 and last_of_producer.get(h.producer_id) == h.base_offset):
+                continue
+            else:
+                base_ts = h.base_timestamp if h.delete_horizon_ms is None else (
+                    keep[0].timestamp if keep else record_ts)
+                out = build_batch(
+                    keep, base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch,
+                    compression=h.compression, timestamp_type=h.timestamp_type, producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                    is_transactional=h.is_transactional, base_timestamp=base_ts,
+                    last_offset_delta=h.last_offset_delta, delete_horizon_ms=horizon)
+            if horizon is not None:
+                horizons.note_horizon(horizon)
+            max_ts = max((r.timestamp for r in keep), default=record_ts)
+            new.append(out, last, max_ts, last)
+            stats.bytes_written += len(out)
+            horizons.retained(h)
+        for entry in seg.txn_index.entries:
+            if entry.last_offset not in dropped_markers:  # an entry goes with its ABORT marker
+                new.txn_index.append(entry)
+
+    def swap(self, plan: CleanPlan, cleaned: list[tuple[list[LogSegment], LogSegment]], stats: CleanStats) -> bool:
+        """Phase 3 (takes the log lock): install the cleaned copies, each in place of its group
+        of old segments, or abandon the clean if the log was truncated or closed since
+        :meth:`plan` (module doc, step 3). True if installed.
+
+        Order on disk, so a crash at any point loads a consistent log (:class:`LogLoader`): every
+        copy ``.cleaned`` -> ``.swap``; the old segments of a group other than its first are
+        deleted (a ``.log.swap`` makes the loader delete the segments whose base offset lies in
+        its offset range, Kafka's swap recovery); every ``.swap`` -> final name, replacing the
+        group's first segment (same base offset)."""
         plog = self.log
         fsync_dir(plog.dir)  # the .cleaned files' names are durable before any rename
         with plog.lock:
@@ -429,23 +506,31 @@ class LogCleaner:
                 return False
             current = plog.segments
             index = {id(s): i for i, s in enumerate(current[:-1])}  # the active segment is never replaced
-            replaced = list(current)
-            swapped: list[LogSegment] = []
-            for old, new in cleaned:
-                i = index.get(id(old))
-                if i is None:  # deleted by retention or DeleteRecords meanwhile: drop the copy
+            replaced: list[LogSegment | None] = list(current)
+            swapped: list[tuple[list[int], list[LogSegment], LogSegment]] = []
+            for olds, new in cleaned:
+                positions = [index.get(id(old), -1) for old in olds]
+                if positions != list(range(positions[0], positions[0] + len(olds))) or positions[0] < 0:
+                    # retention or DeleteRecords deleted (some of) them meanwhile: drop the copy,
+                    # the segments left are cleaned by the next round
                     new.delete_files()
                     continue
                 new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-                replaced[i] = new
-                swapped.append(new)
-            for new in swapped:  # a .log.swap on disk means "complete the swap" (LogLoader)
+                swapped.append((positions, olds, new))
+            for _, olds, _ in swapped:
+                for old in olds[1:]:
+                    old.delete_files()
+            for positions, olds, new in swapped:  # a .log.swap on disk means "complete the swap" (LogLoader)
                 new.rename_suffix(SWAP_SUFFIX, "")
                 new.next_offset = None
-            stats.segments_cleaned = len(swapped)
-            plog.replace_segments(replaced)
+                replaced[positions[0]] = new
+                for i in positions[1:]:
+                    replaced[i] = None
+            stats.segments_cleaned = sum(len(olds) for _, olds, _ in swapped)
+            plog.replace_segments([s for s in replaced if s is not None])
         fsync_dir(plog.dir)
-        log.info("%s: compacted %d segments: %d -> %d bytes, %d records removed (%d tombstones), "
-                 "%d transaction markers removed", plog.dir, stats.segments_cleaned, stats.bytes_read,
-                 stats.bytes_written, stats.records_removed, stats.tombstones_removed, stats.markers_removed)
+        log.info("%s: compacted %d segments into %d: %d -> %d bytes, %d records removed (%d tombstones), "
+                 "%d transaction markers removed", plog.dir, stats.segments_cleaned, len(swapped),
+                 stats.bytes_read, stats.bytes_written, stats.records_removed, stats.tombstones_removed,
+                 stats.markers_removed)
         return True

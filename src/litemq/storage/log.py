@@ -279,7 +279,8 @@ class PartitionLog:
         self._bases = [s.base_offset for s in segments]
 
     def replace_segments(self, segments: list[LogSegment]) -> None:
-        """(lock held) Install a new segment list with the same base offsets (the cleaner's swap)."""
+        """(lock held) Install a new segment list holding the same offsets, consecutive inactive
+        segments possibly merged into one at the first one's base offset (the cleaner's swap)."""
         self._set_segments(segments)
 
     def _segment_index_for(self, offset: int) -> int:

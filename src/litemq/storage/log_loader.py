@@ -29,7 +29,15 @@ from litemq.storage.checkpoints import fsync_dir, read_offset_checkpoint
 from litemq.storage.config import LogConfig
 from litemq.storage.epoch_cache import LeaderEpochFileCache
 from litemq.storage.producer_state import CompletedTxn, ProducerStateManager
-from litemq.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment, parse_segment_name
+from litemq.storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    parse_segment_name,
+)
 from litemq.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 log = logging.getLogger("litemq.storage.log")  # the partition log's logger, as before the split
@@ -37,6 +45,8 @@ log = logging.getLogger("litemq.storage.log")  # the partition log's logger, as 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+"""The files of a segment (not its ``.snapshot``, also named by an offset)."""
 
 
 def end_txn_marker(buf, pos: int, h: BatchHeader, *, strict: bool = False) -> tuple[int, int] | None:
@@ -198,11 +208,13 @@ class LogLoader:
     def _complete_swaps(self) -> None:
         """Finish or roll back an interrupted compaction swap (Kafka ``LogLoader``):
         ``.cleaned`` files are incomplete -> deleted; a ``.log.swap`` is a complete cleaned
-        segment -> its index ``.swap`` files and then the ``.log.swap`` are renamed over the
-        segment they replace (same base offset). Index ``.swap`` files without a ``.log.swap``
-        were already superseded -> deleted."""
+        segment -> the old segments whose base offset lies inside its offsets (merged into it,
+        not deleted yet) are deleted, then its index ``.swap`` files and the ``.log.swap`` are
+        renamed over the segment they replace (same base offset). Index ``.swap`` files without
+        a ``.log.swap`` were already superseded -> deleted."""
         names = os.listdir(self.dir)
         log_swaps = {n[: -len(SWAP_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
+        self._delete_merged_segments(names, log_swaps)
         for n in names:
             path = self.dir / n
             if n.endswith(CLEANED_SUFFIX) or n.endswith(".tmp") or n.endswith(".deleted"):
@@ -216,6 +228,33 @@ class LogLoader:
         for final in sorted(log_swaps):
             os.replace(self.dir / (final + SWAP_SUFFIX), self.dir / final)
             log.info("%s: completed interrupted compaction swap of %s", self.dir, final)
+
+    def _delete_merged_segments(self, names: list[str], log_swaps: set[str]) -> None:
+        """Delete the files of every segment whose base offset is in ``(B, E)`` for a
+        ``<B>.log.swap`` holding offsets below ``E`` (Kafka ``LogLoader``: segments between the
+        swap files' base and next offsets were compacted into them). ``names``: the directory's
+        entries; ``log_swaps``: the ``.log.swap`` names without the suffix."""
+        ranges = []
+        for final in log_swaps:
+            base = parse_segment_name(final)
+            if base is None:
+                continue
+            swap = LogSegment(self.dir, base, self._config, suffix=SWAP_SUFFIX)
+            end = base
+            try:
+                for _, h in swap.iter_headers():
+                    end = h.base_offset + h.last_offset_delta + 1
+            except CorruptRecordError as exc:  # fsynced before its rename: not expected
+                log.warning("%s: %s%s: %s", self.dir, final, SWAP_SUFFIX, exc)
+            ranges.append((base, end))
+        for n in names:
+            ext = n.partition(".")[2]
+            offset = parse_segment_name(n)
+            if offset is None or "." + ext not in _SEGMENT_FILE_SUFFIXES:
+                continue
+            if any(base < offset < end for base, end in ranges):
+                log.info("%s: deleting %s, compacted into a swapped segment", self.dir, n)
+                os.unlink(self.dir / n)
 
     def _check_txn_indexes(self, names: list[str], bases: set[int]) -> int | None:
         """Delete ``.txnindex`` files without a segment; return the lowest base offset of a

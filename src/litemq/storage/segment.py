@@ -256,12 +256,25 @@ class LogSegment:
         self.index_synced = False
         return pos
 
-    def sync(self) -> None:
-        """fdatasync the ``.log`` file (safe to call concurrently with appends)."""
+    def sync(self, *, metadata: bool = False) -> None:
+        """fdatasync the ``.log`` file (safe to call concurrently with appends); ``metadata``:
+        fsync, so the modification time set by :meth:`set_last_modified` is durable too."""
         try:
-            os.fdatasync(self.fd)
+            if metadata:
+                os.fsync(self.fd)
+            else:
+                os.fdatasync(self.fd)
         except OSError as exc:
             raise _storage_error("cannot fsync", self.log_path, exc) from exc
+
+    def set_last_modified(self, mtime_ns: int) -> None:
+        """Set the ``.log`` file's modification time (ns since the epoch; Kafka
+        ``LogSegment.setLastModified``); durable after :meth:`sync` with ``metadata``. Raises
+        :class:`KafkaStorageError`."""
+        try:
+            os.utime(self.fd, ns=(mtime_ns, mtime_ns))
+        except OSError as exc:
+            raise _storage_error("cannot set the modification time of", self.log_path, exc) from exc
 
     def drop_cache_before(self, position: int) -> None:
         """Drop ``[cache_dropped_bytes, position)`` of the ``.log`` file from the OS page cache
