@@ -302,6 +302,10 @@ counters) waits this long for its answer over the broker RPC port, then reports 
 ELECT_LEADERS_MAX_TIMEOUT_MS = 60_000
 """ElectLeaders waits at most this long for a preferred replica to take leadership, whatever the
 request's ``timeout_ms`` asks."""
+DELETE_RECORDS_MAX_TIMEOUT_MS = 300_000
+"""DeleteRecords waits at most this long for the followers' log start offsets to reach the deleted
+offset (Kafka's ``DelayedDeleteRecords``), whatever the request's ``timeout_ms`` asks; it then
+answers REQUEST_TIMED_OUT."""
 
 # ---------------------------------------------------------------- log pipeline (litemq.pipeline)
 YEARLESS_TIMESTAMP_FUTURE_TOLERANCE_MS = 86_400_000

@@ -59,8 +59,10 @@ MESSAGES = [
     AppendResponse(2, 1, 7, success=True, match_offset=17),
     AppendResponse(2, 1, 7, success=False, reject_offset=9, hint_offset=4, hint_term=3),
     AppendResponse(2, 1, 7, success=False, reject_offset=9, hint_offset=-1, hint_term=0, log_lost=True),
+    AppendResponse(2, 1, 7, success=True, match_offset=17, log_start_offset=12),
     Heartbeat(1, 3, 8, commit_index=100),
     HeartbeatResponse(3, 1, 8),
+    HeartbeatResponse(3, 1, 8, log_start_offset=I64_MAX),
     InstallSnapshot(1, 2, 9, Snapshot()),
     InstallSnapshot(1, 2, 9, Snapshot(offset=41, term=8, voters=None, data=None)),
     InstallSnapshot(1, 2, 9, Snapshot(offset=41, term=8, voters=frozenset({1, 2, 3}), data=b"image")),
@@ -295,7 +297,8 @@ def _one_entry(count: int, kind: int, size: int) -> bytes:
         (_one(HEADER.pack(6, 1, 2, 3), group=b"x" * (limits.MAX_GROUP_ID_BYTES + 1)), "group id length"),
         (struct.pack(">I", limits.MAX_RAFT_MESSAGES_PER_FRAME + 1), "MAX_RAFT_MESSAGES_PER_FRAME"),
         (struct.pack(">I", 1000) + b"\x00" * 100, "cannot fit"),
-        (_one(HEADER.pack(6, 1, 2, 3)) + b"\x00", "trailing"),
+        (_one(HEADER.pack(6, 1, 2, 3) + bytes(8)) + b"\x00", "trailing"),
+        (_one(HEADER.pack(6, 1, 2, 3) + bytes(7)), "heartbeat response"),
     ],
 )
 def test_malformed_batches_are_refused(body, what):

@@ -554,3 +554,22 @@ def test_config_change_after_a_skipped_noop_commits_an_entry_of_the_term_first()
     c.pump()
     c.tick(5)
     assert leader.commit_index >= e.offset and 4 in leader.voters
+
+
+def test_leader_learns_each_followers_log_start_offset():
+    """Every AppendResponse and HeartbeatResponse carries the follower's log start offset (Kafka's
+    FetchRequest ``LogStartOffset``): the leader keeps the last one of each member, from which a
+    partition leader computes its low watermark (DeleteRecords)."""
+    c = Cluster(seed=9)
+    leader = c.wait_leader()
+    for k in range(50):
+        leader.propose(b"r%d" % k)
+    c.tick(3)
+    assert leader.member_log_start_offsets() == {i: 0 for i in c.nodes if i != leader.id}
+    moved = next(i for i in c.nodes if i != leader.id)
+    log = c.logs[moved]
+    log.compact(Snapshot(40, log.term_at(40), frozenset({1, 2, 3}), None))  # its log start follows the leader's
+    c.tick(3)  # heartbeats and their answers
+    want = {i: 41 if i == moved else 0 for i in c.nodes if i != leader.id}
+    assert leader.member_log_start_offsets() == want
+    assert all(n.member_log_start_offsets() == {} for n in c.nodes.values() if n is not leader)

@@ -39,9 +39,9 @@ in declaration order::
     Append               i64 prev_offset, i64 prev_term, entries, i64 commit_index,
                          i64 log_start_offset
     AppendResponse       u8 success, i64 match_offset, i64 reject_offset, i64 hint_offset,
-                         i64 hint_term, u8 log_lost
+                         i64 hint_term, u8 log_lost, i64 log_start_offset
     Heartbeat            i64 commit_index, i64 log_start_offset
-    HeartbeatResponse    (nothing)
+    HeartbeatResponse    i64 log_start_offset
     InstallSnapshot      snapshot
     TimeoutNow           (nothing)
     ==================== ===================================================================
@@ -106,9 +106,10 @@ __all__ = [
 
 FRAME_HELLO, FRAME_RAFT, FRAME_RPC_REQUEST, FRAME_RPC_RESPONSE = 1, 2, 3, 4
 
-WIRE_VERSION = 3
+WIRE_VERSION = 4
 """Version byte of FRAME_HELLO; a peer speaking another version is refused (3: snapshots carry
-the learners of the configuration)."""
+the learners of the configuration; 4: AppendResponse and HeartbeatResponse carry the follower's
+log start offset)."""
 
 
 class CodecError(ValueError):
@@ -127,7 +128,7 @@ _VOTE = struct.Struct(">qqBB")
 _VOTE_RESPONSE = struct.Struct(">BB")
 _APPEND_HEAD = struct.Struct(">qqI")  # prev_offset, prev_term, entry count
 _ENTRY = struct.Struct(">qqiBI")  # offset, term, count, kind, payload length
-_APPEND_RESPONSE = struct.Struct(">BqqqqB")
+_APPEND_RESPONSE = struct.Struct(">BqqqqBq")
 _SNAPSHOT_HEAD = struct.Struct(">qqi")  # offset, term, voter count
 
 _ENTRY_KINDS = {k.value: k for k in EntryKind}
@@ -384,8 +385,11 @@ def _encode_message(out: _Parts, m) -> None:
         out.buf += _I64x2.pack(m.commit_index, m.log_start_offset)
     elif t is AppendResponse:
         out.buf += _APPEND_RESPONSE.pack(
-            bool(m.success), m.match_offset, m.reject_offset, m.hint_offset, m.hint_term, bool(m.log_lost)
+            bool(m.success), m.match_offset, m.reject_offset, m.hint_offset, m.hint_term, bool(m.log_lost),
+            m.log_start_offset,
         )
+    elif t is HeartbeatResponse:
+        out.buf += _I64.pack(m.log_start_offset)
     elif t is Append:
         out.buf += _APPEND_HEAD.pack(m.prev_offset, m.prev_term, len(m.entries))
         _encode_entries(out, m.entries)
@@ -396,7 +400,7 @@ def _encode_message(out: _Parts, m) -> None:
         out.buf += _VOTE_RESPONSE.pack(bool(m.granted), bool(m.pre_vote))
     elif t is InstallSnapshot:
         _encode_snapshot(out, m.snapshot)
-    # HeartbeatResponse and TimeoutNow have no fields of their own
+    # TimeoutNow has no fields of its own
 
 
 _ENCODABLE = frozenset(
@@ -506,16 +510,18 @@ def _decode_message(r: _Reader, budget: list[int]):
         commit, log_start = r.unpack(_I64x2, "heartbeat")
         return Heartbeat(src, dst, term, commit, log_start)
     if mtype == MessageType.HEARTBEAT_RESPONSE:
-        return HeartbeatResponse(src, dst, term)
+        (log_start,) = r.unpack(_I64, "heartbeat response")
+        return HeartbeatResponse(src, dst, term, log_start)
     if mtype == MessageType.APPEND:
         prev_offset, prev_term, n = r.unpack(_APPEND_HEAD, "append")
         entries = _decode_entries(r, n, budget)
         commit, log_start = r.unpack(_I64x2, "commit index and log start offset")
         return Append(src, dst, term, prev_offset, prev_term, entries, commit, log_start)
     if mtype == MessageType.APPEND_RESPONSE:
-        success, match, reject, hint_offset, hint_term, lost = r.unpack(_APPEND_RESPONSE, "append response")
+        success, match, reject, hint_offset, hint_term, lost, log_start = r.unpack(_APPEND_RESPONSE, "append response")
         success = _bool(success, "success")
-        return AppendResponse(src, dst, term, success, match, reject, hint_offset, hint_term, _bool(lost, "log_lost"))
+        return AppendResponse(src, dst, term, success, match, reject, hint_offset, hint_term, _bool(lost, "log_lost"),
+                              log_start)
     if mtype == MessageType.VOTE:
         last_offset, last_term, pre_vote, transfer = r.unpack(_VOTE, "vote request")
         pre_vote, transfer = _bool(pre_vote, "pre_vote"), _bool(transfer, "transfer")

@@ -271,6 +271,12 @@ class RaftGroup:
         self.last_msg_tick = 0
         self.tp: tuple[str, int] | None = None
         """(topic, partition) of a partition group; None for the metadata group."""
+        self.on_follower_answer: Callable[[object], None] | None = None
+        """Called with each follower's AppendResponse or HeartbeatResponse the node stepped (the
+        cluster manager calls it): a partition's follower log start offsets (its low watermark)."""
+        self.hold_awake = False
+        """The owner waits on the followers' answers (a DeleteRecords waiting for the low
+        watermark): the group does not quiesce, so its leader keeps heartbeating."""
 
     # ------------------------------------------------------------ state file
     @property

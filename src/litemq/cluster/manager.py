@@ -57,7 +57,7 @@ from litemq.cluster.throttle import ReplicationThrottle
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
-from litemq.raft import EntryKind, HeartbeatResponse, Ready, Role
+from litemq.raft import AppendResponse, EntryKind, HeartbeatResponse, Ready, Role
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
@@ -327,7 +327,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             return  # not created here yet (metadata still catching up): the leader retries
         g.node.step(msg)
         g.last_msg_tick = self._tick_no
-        if not isinstance(msg, HeartbeatResponse):  # the only thing a quiet leader can ignore
+        heartbeat_answer = isinstance(msg, HeartbeatResponse)
+        if (heartbeat_answer or isinstance(msg, AppendResponse)) and g.on_follower_answer is not None:
+            g.on_follower_answer(msg)  # the follower's log start offset (a partition's low watermark)
+        if not heartbeat_answer:  # the only thing a quiet leader can ignore
             g.wake()
         self.mark_dirty(g)
 
@@ -387,9 +390,11 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
     def _should_tick(self, g: RaftGroup) -> bool:
         """Quiescence: an idle partition group costs nothing per tick.
 
-        A leader whose followers all match its log end and know its commit index stops ticking
-        (so it sends no heartbeats) after ``QUIESCE_AFTER_TICKS`` unchanged ticks; any proposal
-        or received message wakes it. A follower stops ticking once its leader has gone quiet
+        A leader whose followers all match its log end, know its commit index and (those on
+        live brokers) reported its log start offset stops ticking (so it sends no heartbeats)
+        after ``QUIESCE_AFTER_TICKS`` unchanged ticks, unless its owner holds it awake (a
+        DeleteRecords waiting for the followers' log starts); any proposal or received message
+        wakes it. A follower stops ticking once its leader has gone quiet
         (no message for the group for two ticks) as long as the leader's *broker* is connected
         and heard from (broker-pair keepalives every tick); when that broker goes silent every
         such follower ticks again and elects a new leader after the usual election timeout.
@@ -402,9 +407,12 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
                 return False
             last = node.last_offset
             matches = node.match_offsets()
-            sig = (last, node.commit_index, tuple(sorted(matches.items())))
-            if (node.commit_index == last and node.transferee is None and sig == g.last_sig
-                    and all(m == last for m in matches.values())):
+            start = g.view.log_start_offset
+            starts = node.member_log_start_offsets()
+            sig = (last, node.commit_index, tuple(sorted(matches.items())), start)
+            if (node.commit_index == last and node.transferee is None and sig == g.last_sig and not g.hold_awake
+                    and all(m == last for m in matches.values())
+                    and all(starts.get(v, start) == start or not self.peer_alive(v) for v in matches)):
                 g.stable_ticks += 1
                 if g.stable_ticks >= QUIESCE_AFTER_TICKS:
                     g.quiet = True

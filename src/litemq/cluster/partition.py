@@ -14,16 +14,31 @@
   and a follower moves its own up to it, never past its commit index; so ListOffsets
   ``earliest`` is the same on every replica. A leader whose log start moved wakes its group if
   it was quiet, so the followers hear of it.
+- every AppendResponse and HeartbeatResponse carries the follower's log start offset (Kafka's
+  FetchRequest ``LogStartOffset``, KIP-107): the leader's **low watermark** is the lowest log
+  start of itself and its members on live brokers (Kafka's ``Partition.lowWatermarkIfLeader``),
+  and DeleteRecords is answered only once it reached the deleted offset (Kafka's
+  ``DelayedDeleteRecords``), so an acknowledged deletion survives the leader's failure.
+- a member reporting a log start above the leader's (a deletion a former leader made, which this
+  leader missed: its DeleteRecords was never acknowledged, or this replica was down then) moves
+  the leader's up to it, bounded by the high watermark and by how far the member's log is known
+  to match the leader's: every log start was set by some leader
+  below committed records, so the partition's log start is the highest any leader set, and
+  every replica converges on it (Kafka never moves a log start backwards either).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Callable
 
 from litemq.replica import Partition
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import Ready
 from litemq.storage.log import AppendInfo, AppendOrigin
+
+log = logging.getLogger(__name__)
 
 
 class ReplicatedPartition(Partition):
@@ -34,7 +49,8 @@ class ReplicatedPartition(Partition):
         group: the :class:`~litemq.cluster.group.RaftGroup`.
     """
 
-    __slots__ = ("replicas", "group", "_led_term", "_on_leader", "_leader_start", "_announced", "_caught_up_at")
+    __slots__ = ("replicas", "group", "_led_term", "_on_leader", "_leader_start", "_announced", "_caught_up_at",
+                 "_lw_waiters")
 
     def __init__(self, topic: str, index: int, plog, manager, replicas: list[int]) -> None:
         super().__init__(topic, index, plog, manager)
@@ -46,10 +62,13 @@ class ReplicatedPartition(Partition):
         self._announced = False
         self._caught_up_at: dict[int, float] = {}
         """Leader: follower -> when (loop time, s) its log last reached the high watermark."""
+        self._lw_waiters: list[tuple[int, asyncio.Future]] = []
+        """Leader: DeleteRecords waiting for the low watermark: (log offset, future)."""
 
     def attach(self, group, on_leader: Callable | None = None) -> None:
         self.group = group
         self._on_leader = on_leader
+        group.on_follower_answer = self.on_follower_answer
         self.high_watermark = group.node.high_watermark
         self.leader_epoch = group.node.term
 
@@ -132,6 +151,114 @@ class ReplicatedPartition(Partition):
             self.log.delete_records_before(target)
             self.truncate_after_delete_records()
 
+    @property
+    def low_watermark(self) -> int:
+        """Leader: Kafka's ``Partition.lowWatermarkIfLeader`` in log offsets: the lowest of its
+        own log start offset and the one each other voter or learner on a live broker
+        (``ClusterHost.peer_alive``) last reported in this term (-1 while it has not answered:
+        as Kafka's unknown offset, it holds the low watermark down).
+
+        Raises:
+            KafkaError: NOT_LEADER_OR_FOLLOWER when this replica does not lead.
+        """
+        if not self.is_leader:
+            raise KafkaError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        g = self.group
+        low = self.log.log_start_offset
+        alive = g.host.peer_alive
+        for member, start in g.node.member_log_start_offsets().items():
+            if start < low and alive(member):
+                low = start
+        return low
+
+    def low_watermark_waiter(self, offset: int) -> asyncio.Future:
+        """DeleteRecords on the leader (Kafka's ``DelayedDeleteRecords``): a future completed
+        with :attr:`low_watermark` (log offsets) once it is >= ``offset``, checked as each
+        follower's answer arrives; failed with KafkaError NOT_LEADER_OR_FOLLOWER when this
+        replica does not or no longer leads. The group keeps heartbeating (no quiescence) while
+        a future waits, so followers keep answering; the caller bounds the wait and cancels the
+        future when it gives up."""
+        fut = self._manager.loop.create_future()
+        try:
+            low = self.low_watermark
+        except KafkaError as exc:
+            fut.set_exception(exc)
+            fut.exception()  # (retrieved: an abandoned future logs nothing)
+            return fut
+        if low >= offset:
+            fut.set_result(low)
+            return fut
+        self._lw_waiters = [w for w in self._lw_waiters if not w[1].done()]
+        self._lw_waiters.append((offset, fut))
+        g = self.group
+        g.hold_awake = True
+        g.wake()
+        g.host.mark_dirty(g)
+        return fut
+
+    def _check_low_watermark(self) -> None:
+        """Complete the DeleteRecords futures whose offset the low watermark reached (fail them
+        all when this replica no longer leads); the group may quiesce once none waits."""
+        try:
+            low = self.low_watermark
+        except KafkaError as exc:
+            self._fail_low_watermark_waiters(exc)
+            return
+        keep = []
+        for offset, fut in self._lw_waiters:
+            if fut.done():
+                continue
+            if low >= offset:
+                fut.set_result(low)
+            else:
+                keep.append((offset, fut))
+        self._lw_waiters = keep
+        if not keep:
+            self.group.hold_awake = False
+
+    def _fail_low_watermark_waiters(self, exc: BaseException) -> None:
+        waiters, self._lw_waiters = self._lw_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()
+        if self.group is not None:
+            self.group.hold_awake = False
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        super()._fail_waiters(exc)
+        self._fail_low_watermark_waiters(exc)
+
+    def on_follower_answer(self, msg) -> None:
+        """The leader's group stepped a follower's AppendResponse or HeartbeatResponse (called
+        by the cluster manager): take a higher log start offset it reports (see the module
+        docstring) and check the DeleteRecords futures."""
+        if msg.log_start_offset > self.log.log_start_offset and self.is_leader:
+            self._adopt_log_start(msg.log_start_offset, msg.src)
+        if self._lw_waiters:
+            self._check_low_watermark()
+
+    def _adopt_log_start(self, start: int, member: int) -> None:
+        """Leader: move the log start up to ``start``, ``member``'s, bounded by the high
+        watermark and the persisted log end (only committed records go) and by the member's
+        match offset + 1: its log is known to hold this leader's entries there (Raft's log
+        matching), so its log start belongs to this partition's history (not, say, to an earlier
+        topic of the same name a lagging broker still hosts)."""
+        match = self.group.node.match_offset(member)
+        if match is None:
+            return
+        target = min(start, self.high_watermark, self.group.view.stable_end, match + 1)
+        if target <= self.log.log_start_offset:
+            return
+        log.info("%s-%d: replica %d has log start offset %d above the leader's %d: the leader's follows",
+                 self.topic, self.index, member, target, self.log.log_start_offset)
+        try:
+            self.log.delete_records_before(target)
+        except (OSError, KafkaError) as exc:  # (the checkpoint write failed; the next answer retries)
+            log.warning("%s-%d: cannot move the log start offset to %d: %s", self.topic, self.index, target, exc)
+            return
+        self.truncate_after_delete_records()
+
     def truncate_after_delete_records(self) -> None:
         """After retention or DeleteRecords: keep the high watermark >= the log start and, as
         the leader, wake a quiet group so its heartbeats carry the new log start offset."""
@@ -160,6 +287,8 @@ class ReplicatedPartition(Partition):
         self._advance_high_watermark(rd.high_watermark)
         if leader_now:
             self._note_caught_up()
+            if self._lw_waiters:
+                self._check_low_watermark()
         else:
             self._follow_leader_log_start()
         if (leader_now and not self._announced and self.high_watermark >= self._leader_start

@@ -33,7 +33,7 @@ def step_follower(r: Raft, m: Message) -> None:
             # It is capped by that match point, so it never ends a recovery (an Append's does).
             bound = r.recovery_match if r.recovering else r.raft_log.last_offset
             r.commit_to(min(m.commit_index, bound))
-            r.send(HeartbeatResponse(r.id, m.src, r.term))
+            r.send(HeartbeatResponse(r.id, m.src, r.term, r.raft_log.first_offset))
         else:
             handle_snapshot(r, m)
     elif isinstance(m, TimeoutNow):
@@ -73,7 +73,8 @@ def handle_append(r: Raft, m: Append) -> None:
     log = r.raft_log
     if m.prev_offset < r.commit_index:
         # Everything up to our commit index is settled: tell the leader where we are.
-        r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=r.commit_index))
+        r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=r.commit_index,
+                                log_start_offset=r.raft_log.first_offset))
         return
     if not entries_span_ok(m.entries, m.prev_offset):
         return  # malformed: drop
@@ -83,6 +84,7 @@ def handle_append(r: Raft, m: Append) -> None:
         r.send(AppendResponse(
             r.id, m.src, r.term, False, reject_offset=m.prev_offset,
             hint_offset=hint, hint_term=hint_term if hint_term is not None else 0, log_lost=r.recovering,
+            log_start_offset=log.first_offset,
         ))
         return
     entries = m.entries
@@ -101,7 +103,7 @@ def handle_append(r: Raft, m: Append) -> None:
     if r.recovering and last_new > r.recovery_match:
         r.recovery_match = last_new
     r.commit_to(min(m.commit_index, last_new))
-    r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=last_new))
+    r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=last_new, log_start_offset=log.first_offset))
 
 
 def handle_snapshot(r: Raft, m: InstallSnapshot) -> None:
@@ -109,7 +111,8 @@ def handle_snapshot(r: Raft, m: InstallSnapshot) -> None:
     start offset), or just commit to it if our log already has it (etcd fast-forward)."""
     snap = m.snapshot
     if snap.offset <= r.commit_index:
-        r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=r.commit_index))
+        r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=r.commit_index,
+                                log_start_offset=r.raft_log.first_offset))
         return
     if r.raft_log.term_at(snap.offset) == snap.term:
         # Our log already has it (etcd fast-forward): no need to throw anything away.
@@ -120,4 +123,5 @@ def handle_snapshot(r: Raft, m: InstallSnapshot) -> None:
         conf = ConfState(snap.voters, snap.learners) if snap.voters is not None else r.membership.conf
         r.membership.restore(snap.offset, conf)
         r.voters, r.learners = conf.voters, conf.learners
-    r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=snap.offset))
+    r.send(AppendResponse(r.id, m.src, r.term, True, match_offset=snap.offset,
+                            log_start_offset=r.raft_log.first_offset))

@@ -57,10 +57,13 @@ def tick_leader(r: Raft) -> None:
 
 def step_leader(r: Raft, m: Message) -> None:
     """A message of the current term (vote requests aside) received as the leader: append
-    acknowledgements and rejections, heartbeat answers."""
+    acknowledgements and rejections, heartbeat answers (each noting the follower's log start
+    offset, see :class:`~litemq.raft.messages.AppendResponse`)."""
     pr = r.progress.get(m.src)
     if pr is None or m.src == r.id:
         return
+    if isinstance(m, (AppendResponse, HeartbeatResponse)) and m.log_start_offset >= 0:
+        pr.log_start_offset = m.log_start_offset  # the latest (one connection per pair: in order)
     if isinstance(m, AppendResponse):
         pr.recent_active = True
         if not m.success:

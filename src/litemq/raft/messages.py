@@ -112,7 +112,12 @@ class AppendResponse:
 
     ``log_lost`` is set by a *recovering* follower (one whose disk was replaced, see
     :class:`~litemq.raft.node.RaftNode`): what it acknowledged before may be gone, so the
-    leader forgets its match point (the stale-rejection rule would otherwise ignore it)."""
+    leader forgets its match point (the stale-rejection rule would otherwise ignore it).
+
+    ``log_start_offset`` is the follower's log start offset when it answered (-1: not sent),
+    as the ``LogStartOffset`` a Kafka follower sends in its FetchRequest (v5+, KIP-107): the
+    leader keeps the last one of each member (:meth:`~litemq.raft.node.RaftNode.
+    member_log_start_offsets`), from which a partition leader computes its low watermark."""
 
     type: ClassVar[MessageType] = MessageType.APPEND_RESPONSE
     src: int
@@ -124,6 +129,7 @@ class AppendResponse:
     hint_offset: int = -1
     hint_term: int = 0
     log_lost: bool = False
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +148,14 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResponse:
+    """Answer to :class:`Heartbeat`. ``log_start_offset``: the follower's, as in
+    :class:`AppendResponse`."""
+
     type: ClassVar[MessageType] = MessageType.HEARTBEAT_RESPONSE
     src: int
     dst: int
     term: int
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

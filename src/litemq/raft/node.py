@@ -179,6 +179,16 @@ class RaftNode(Raft):
         pr = self.progress.get(member) if self.role is Role.LEADER else None
         return None if pr is None else pr.match
 
+    def member_log_start_offsets(self) -> dict[int, int]:
+        """Leader only: the log start offset each other voter and learner last reported in an
+        answer of this term (:class:`~litemq.raft.messages.AppendResponse` /
+        ``HeartbeatResponse``; -1: none yet), e.g. for a partition's low watermark (Kafka's
+        ``Partition.lowWatermarkIfLeader``); empty elsewhere."""
+        if self.role is not Role.LEADER:
+            return {}
+        me = self.id
+        return {v: pr.log_start_offset for v, pr in self.progress.items() if v != me}
+
     @property
     def conf_state(self) -> ConfState:
         """The configuration in effect (the latest in the log, committed or not, thesis §4.1)."""

@@ -31,10 +31,11 @@ class Progress:
     """One follower as the leader tracks it (etcd ``tracker.Progress``): ``match`` is the last
     offset known replicated on it (-1: none), ``next`` the next offset to send, ``inflight``
     the last offsets of the appends not acknowledged yet (etcd ``Inflights``),
-    ``recent_active`` whether it was heard from in the current CheckQuorum window."""
+    ``recent_active`` whether it was heard from in the current CheckQuorum window,
+    ``log_start_offset`` the log start offset its last answer reported (-1: none yet)."""
 
     __slots__ = ("match", "next", "state", "probe_sent", "inflight", "recent_active",
-                 "snapshot_offset", "snapshot_ticks")
+                 "snapshot_offset", "snapshot_ticks", "log_start_offset")
 
     def __init__(self, next_offset: int) -> None:
         self.match = -1
@@ -45,6 +46,7 @@ class Progress:
         self.recent_active = False
         self.snapshot_offset = -1
         self.snapshot_ticks = 0
+        self.log_start_offset = -1
 
     def become_probe(self, next_offset: int) -> None:
         self.state = PROBE

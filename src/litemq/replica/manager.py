@@ -177,6 +177,24 @@ class Partition:
         if self.high_watermark < self.log.log_start_offset:
             self._advance_high_watermark(self.log.log_start_offset)
 
+    @property
+    def low_watermark(self) -> int:
+        """Kafka's ``Partition.lowWatermarkIfLeader`` (log offsets): the lowest log start offset
+        of the leader and of its followers on live brokers, what DeleteRecords answers (KIP-107).
+        A single broker has no followers: its own log start offset. ReplicatedPartition
+        overrides this."""
+        return self.log.log_start_offset
+
+    def low_watermark_waiter(self, offset: int) -> asyncio.Future:
+        """DeleteRecords (Kafka's ``DelayedDeleteRecords``): a future completed with
+        :attr:`low_watermark` (log offsets) once it is >= ``offset``; on a single broker at
+        once. ReplicatedPartition overrides this (it fails the future with KafkaError
+        NOT_LEADER_OR_FOLLOWER when this replica stops leading). The caller bounds the wait
+        and cancels the future when it gives up."""
+        fut = self._manager.loop.create_future()
+        fut.set_result(self.low_watermark)
+        return fut
+
     # ------------------------------------------------------------------ Kafka offsets
     # The attributes above are log offsets (a replicated partition's Raft offsets, which its
     # waiters, Raft and storage use); what a client sees goes through these (issue 19; the

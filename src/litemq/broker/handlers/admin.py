@@ -611,9 +611,23 @@ async def handle_incremental_alter_configs(ctx, req) -> dict:
     return await _alter(ctx, req, incremental=True)
 
 
-def handle_delete_records(ctx, req) -> dict:
+async def handle_delete_records(ctx, req) -> dict:
+    """DeleteRecords v0-2 (KIP-107; Kafka ``ReplicaManager.deleteRecords`` and
+    ``DelayedDeleteRecords``): DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED). For each
+    partition the leader moves its log start offset up to ``offset`` (Kafka offsets; -1: the
+    high watermark), then the answer waits until the partition's low watermark - the lowest log
+    start offset of the leader and its followers on live brokers (Kafka's
+    ``Partition.lowWatermarkIfLeader``) - reached it, so an acknowledged deletion survives the
+    leader's failure. ``low_watermark`` is that lowest log start (Kafka offsets). Errors per
+    partition: POLICY_VIOLATION (``cleanup.policy`` without ``delete``), OFFSET_OUT_OF_RANGE
+    (``offset`` < 0 or above the high watermark), NOT_LEADER_OR_FOLLOWER (not, or no longer,
+    the leader), REQUEST_TIMED_OUT when the followers did not follow within ``timeout_ms``
+    (at most ``limits.DELETE_RECORDS_MAX_TIMEOUT_MS``; the deletion stays on the leader and
+    reaches them later; ``low_watermark`` is then the one at the deletion, as Kafka's). A single
+    broker (no followers) answers at once."""
     runtime = ctx.runtime
     topics = []
+    waiting = []  # (entry, partition, future, offset): answers that wait for the followers' log starts
     deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
@@ -633,14 +647,56 @@ def handle_delete_records(ctx, req) -> dict:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     try:
-                        start = p.log.delete_records_before(min(p.log_offset(offset), p.high_watermark))
-                        entry["low_watermark"] = p.kafka_offset(start)
+                        required = min(p.log_offset(offset), p.high_watermark)
+                        p.log.delete_records_before(required)
                         p.truncate_after_delete_records()
+                        fut = p.low_watermark_waiter(required)
+                        if fut.done():
+                            _answer_delete_records(entry, p, fut, offset)
+                        else:
+                            entry["low_watermark"] = _kafka_low_watermark(p, p.low_watermark, 0)
+                            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT  # unless answered in time
+                            waiting.append((entry, p, fut, offset))
                     except KafkaError as exc:
                         entry["error_code"] = exc.code
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
+    if waiting:
+        futures = [w[2] for w in waiting]
+        timeout_s = min(max(req.timeout_ms, 0), limits.DELETE_RECORDS_MAX_TIMEOUT_MS) / 1000
+        try:
+            if timeout_s > 0:
+                await asyncio.wait(futures, timeout=timeout_s)
+            for entry, p, fut, offset in waiting:
+                if fut.done():
+                    _answer_delete_records(entry, p, fut, offset)
+        finally:
+            for fut in futures:
+                if not fut.done():
+                    fut.cancel()
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _kafka_low_watermark(p, low: int, floor: int) -> int:
+    """The Kafka offset of low watermark ``low`` (log offsets; -1: a follower not heard from
+    yet), at least ``floor``. A follower's log start below the leader's translates with the
+    leader's count of internal offsets below its own log start (what lies between is gone on
+    the leader): never above the true Kafka offset, so the floor (the deleted offset, which the
+    low watermark reached) keeps the answer exact there."""
+    return -1 if low < 0 else max(p.kafka_offset(low), floor)
+
+
+def _answer_delete_records(entry: dict, p, fut: asyncio.Future, offset: int) -> None:
+    """A DeleteRecords partition entry from its completed low-watermark future: the low
+    watermark (Kafka offsets; it reached ``offset``, the deleted one) and NONE, or the error
+    the future failed with (low watermark -1)."""
+    exc = fut.exception()
+    if exc is None:
+        entry["low_watermark"] = _kafka_low_watermark(p, fut.result(), offset)
+        entry["error_code"] = ErrorCode.NONE
+    else:
+        entry["low_watermark"] = -1
+        entry["error_code"] = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 async def handle_elect_leaders(ctx, req) -> dict:
