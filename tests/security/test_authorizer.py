@@ -35,7 +35,7 @@ from litemq.security.credentials import (
 )
 from litemq.security.principal import KafkaPrincipal
 
-O, R, P, A = AclOperation, ResourceType, PatternType, AclPermissionType
+Op, R, P, A = AclOperation, ResourceType, PatternType, AclPermissionType
 ALICE, BOB = KafkaPrincipal("User", "alice"), KafkaPrincipal("User", "bob")
 HOST = "10.0.0.1"
 
@@ -70,117 +70,117 @@ def authz(md, super_users="", allow_if_none=False) -> StandardAuthorizer:
 
 
 def test_literal_allow_and_default_deny(md):
-    add(md, acl("orders", O.READ))
+    add(md, acl("orders", Op.READ))
     a = authz(md)
-    assert a.authorize(ALICE, HOST, O.READ, R.TOPIC, "orders")
-    assert not a.authorize(ALICE, HOST, O.WRITE, R.TOPIC, "orders")  # the resource has ACLs: deny
-    assert not a.authorize(BOB, HOST, O.READ, R.TOPIC, "orders")
-    assert not a.authorize(ALICE, HOST, O.READ, R.TOPIC, "orders2")  # literal is exact
-    assert not a.authorize(ALICE, HOST, O.READ, R.GROUP, "orders")  # per resource type
+    assert a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "orders")
+    assert not a.authorize(ALICE, HOST, Op.WRITE, R.TOPIC, "orders")  # the resource has ACLs: deny
+    assert not a.authorize(BOB, HOST, Op.READ, R.TOPIC, "orders")
+    assert not a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "orders2")  # literal is exact
+    assert not a.authorize(ALICE, HOST, Op.READ, R.GROUP, "orders")  # per resource type
     # no ACL matches the resource at all: allow.everyone.if.no.acl.found decides
-    assert not authz(md).authorize(BOB, HOST, O.READ, R.TOPIC, "free")
-    assert authz(md, allow_if_none=True).authorize(BOB, HOST, O.READ, R.TOPIC, "free")
+    assert not authz(md).authorize(BOB, HOST, Op.READ, R.TOPIC, "free")
+    assert authz(md, allow_if_none=True).authorize(BOB, HOST, Op.READ, R.TOPIC, "free")
     # ...but not when the resource has ACLs for someone else
-    assert not authz(md, allow_if_none=True).authorize(BOB, HOST, O.READ, R.TOPIC, "orders")
+    assert not authz(md, allow_if_none=True).authorize(BOB, HOST, Op.READ, R.TOPIC, "orders")
 
 
 def test_deny_wins_over_allow_from_any_pattern(md):
-    add(md, acl("orders", O.ALL), acl("ord", O.WRITE, A.DENY, pattern=P.PREFIXED))
+    add(md, acl("orders", Op.ALL), acl("ord", Op.WRITE, A.DENY, pattern=P.PREFIXED))
     a = authz(md)
-    assert a.authorize(ALICE, HOST, O.READ, R.TOPIC, "orders")
-    assert not a.authorize(ALICE, HOST, O.WRITE, R.TOPIC, "orders")
-    add(md, acl("*", O.READ, A.DENY, principal="User:*"))
-    assert not a.authorize(ALICE, HOST, O.READ, R.TOPIC, "orders")
-    assert a.authorize(ALICE, HOST, O.DELETE, R.TOPIC, "orders")
+    assert a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "orders")
+    assert not a.authorize(ALICE, HOST, Op.WRITE, R.TOPIC, "orders")
+    add(md, acl("*", Op.READ, A.DENY, principal="User:*"))
+    assert not a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "orders")
+    assert a.authorize(ALICE, HOST, Op.DELETE, R.TOPIC, "orders")
 
 
 def test_prefixed_wildcard_principal_and_host(md):
-    add(md, acl("logs.", O.READ, pattern=P.PREFIXED, principal="User:*"),
-        acl("*", O.DESCRIBE, principal="User:bob", rtype=R.GROUP),
-        acl("metrics", O.WRITE, host=HOST))
+    add(md, acl("logs.", Op.READ, pattern=P.PREFIXED, principal="User:*"),
+        acl("*", Op.DESCRIBE, principal="User:bob", rtype=R.GROUP),
+        acl("metrics", Op.WRITE, host=HOST))
     a = authz(md)
-    assert a.authorize(BOB, "1.2.3.4", O.READ, R.TOPIC, "logs.app")
-    assert a.authorize(BOB, "1.2.3.4", O.READ, R.TOPIC, "logs.")
-    assert not a.authorize(BOB, "1.2.3.4", O.READ, R.TOPIC, "logs")  # shorter than the prefix
-    assert a.authorize(BOB, HOST, O.DESCRIBE, R.GROUP, "any-group")  # literal * = every group
-    assert not a.authorize(ALICE, HOST, O.DESCRIBE, R.GROUP, "any-group")
-    assert a.authorize(ALICE, HOST, O.WRITE, R.TOPIC, "metrics")
-    assert not a.authorize(ALICE, "10.0.0.2", O.WRITE, R.TOPIC, "metrics")
-    assert a.authorize("User:alice", HOST, O.WRITE, R.TOPIC, "metrics")  # principal as its string
+    assert a.authorize(BOB, "1.2.3.4", Op.READ, R.TOPIC, "logs.app")
+    assert a.authorize(BOB, "1.2.3.4", Op.READ, R.TOPIC, "logs.")
+    assert not a.authorize(BOB, "1.2.3.4", Op.READ, R.TOPIC, "logs")  # shorter than the prefix
+    assert a.authorize(BOB, HOST, Op.DESCRIBE, R.GROUP, "any-group")  # literal * = every group
+    assert not a.authorize(ALICE, HOST, Op.DESCRIBE, R.GROUP, "any-group")
+    assert a.authorize(ALICE, HOST, Op.WRITE, R.TOPIC, "metrics")
+    assert not a.authorize(ALICE, "10.0.0.2", Op.WRITE, R.TOPIC, "metrics")
+    assert a.authorize("User:alice", HOST, Op.WRITE, R.TOPIC, "metrics")  # principal as its string
 
 
 def test_implied_operations_and_all(md):
-    add(md, acl("t", O.WRITE), acl("t", O.ALTER_CONFIGS), acl("u", O.READ, A.DENY), acl("u", O.ALL),
-        acl("v", O.ALL, A.DENY), acl("v", O.DESCRIBE))
+    add(md, acl("t", Op.WRITE), acl("t", Op.ALTER_CONFIGS), acl("u", Op.READ, A.DENY), acl("u", Op.ALL),
+        acl("v", Op.ALL, A.DENY), acl("v", Op.DESCRIBE))
     a = authz(md)
-    assert a.authorize(ALICE, HOST, O.DESCRIBE, R.TOPIC, "t")  # WRITE implies DESCRIBE
-    assert a.authorize(ALICE, HOST, O.DESCRIBE_CONFIGS, R.TOPIC, "t")  # ALTER_CONFIGS implies DESCRIBE_CONFIGS
-    assert not a.authorize(ALICE, HOST, O.READ, R.TOPIC, "t")
-    assert not a.authorize(ALICE, HOST, O.READ, R.TOPIC, "u")
-    assert a.authorize(ALICE, HOST, O.DESCRIBE, R.TOPIC, "u")  # a DENY implies nothing
-    assert not a.authorize(ALICE, HOST, O.DESCRIBE, R.TOPIC, "v")  # DENY ALL denies everything
+    assert a.authorize(ALICE, HOST, Op.DESCRIBE, R.TOPIC, "t")  # WRITE implies DESCRIBE
+    assert a.authorize(ALICE, HOST, Op.DESCRIBE_CONFIGS, R.TOPIC, "t")  # ALTER_CONFIGS implies DESCRIBE_CONFIGS
+    assert not a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "t")
+    assert not a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "u")
+    assert a.authorize(ALICE, HOST, Op.DESCRIBE, R.TOPIC, "u")  # a DENY implies nothing
+    assert not a.authorize(ALICE, HOST, Op.DESCRIBE, R.TOPIC, "v")  # DENY ALL denies everything
     bits = a.authorized_operations(ALICE, HOST, R.TOPIC, "t")
-    assert bits == to_bitfield({O.WRITE, O.DESCRIBE, O.ALTER_CONFIGS, O.DESCRIBE_CONFIGS})
-    assert a.authorized_operations(ALICE, HOST, R.TOPIC, "u") == to_bitfield(SUPPORTED_OPERATIONS[R.TOPIC] - {O.READ})
+    assert bits == to_bitfield({Op.WRITE, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS})
+    assert a.authorized_operations(ALICE, HOST, R.TOPIC, "u") == to_bitfield(SUPPORTED_OPERATIONS[R.TOPIC] - {Op.READ})
     assert a.authorized_operations(BOB, HOST, R.TOPIC, "t") == 0
 
 
 def test_super_users_bypass_deny(md):
-    add(md, acl("*", O.ALL, A.DENY, principal="User:*"))
+    add(md, acl("*", Op.ALL, A.DENY, principal="User:*"))
     a = authz(md, super_users=" User:admin ;User:bob")
     assert a.super_users == {"User:admin", "User:bob"}
-    assert a.authorize(KafkaPrincipal("User", "admin"), HOST, O.WRITE, R.TOPIC, "x")
-    assert a.authorize(BOB, HOST, O.ALTER, R.CLUSTER, "kafka-cluster")
-    assert not a.authorize(ALICE, HOST, O.READ, R.TOPIC, "x")
+    assert a.authorize(KafkaPrincipal("User", "admin"), HOST, Op.WRITE, R.TOPIC, "x")
+    assert a.authorize(BOB, HOST, Op.ALTER, R.CLUSTER, "kafka-cluster")
+    assert not a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "x")
     assert a.authorized_operations(BOB, HOST, R.GROUP, "g") == to_bitfield(SUPPORTED_OPERATIONS[R.GROUP])
 
 
 def test_authorize_by_resource_type(md):
     a = authz(md)
-    assert not a.authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
-    add(md, acl("orders", O.WRITE))
-    assert a.authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
-    assert not a.authorize_by_resource_type(BOB, HOST, O.WRITE, R.TOPIC)
-    add(md, acl("ord", O.WRITE, A.DENY, pattern=P.PREFIXED))  # covers the only allowed name
-    assert not a.authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
-    add(md, acl("x", O.ALL, pattern=P.PREFIXED))
-    assert a.authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
-    add(md, acl("*", O.WRITE, A.DENY))
-    assert not a.authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
-    assert authz(md, super_users="User:alice").authorize_by_resource_type(ALICE, HOST, O.WRITE, R.TOPIC)
+    assert not a.authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
+    add(md, acl("orders", Op.WRITE))
+    assert a.authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
+    assert not a.authorize_by_resource_type(BOB, HOST, Op.WRITE, R.TOPIC)
+    add(md, acl("ord", Op.WRITE, A.DENY, pattern=P.PREFIXED))  # covers the only allowed name
+    assert not a.authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
+    add(md, acl("x", Op.ALL, pattern=P.PREFIXED))
+    assert a.authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
+    add(md, acl("*", Op.WRITE, A.DENY))
+    assert not a.authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
+    assert authz(md, super_users="User:alice").authorize_by_resource_type(ALICE, HOST, Op.WRITE, R.TOPIC)
     with pytest.raises(ValueError):
-        a.authorize_by_resource_type(ALICE, HOST, O.ANY, R.TOPIC)
+        a.authorize_by_resource_type(ALICE, HOST, Op.ANY, R.TOPIC)
 
 
 @pytest.mark.parametrize("binding, reason", [
-    (acl("t", O.READ, rtype=R.ANY), "Invalid resourceType ANY"),
-    (acl("t", O.READ, rtype=R.UNKNOWN), "Invalid resourceType UNKNOWN"),
-    (acl("t", O.READ, pattern=P.MATCH), "Invalid patternType MATCH"),
-    (acl("t", O.ANY), "Invalid operation ANY"),
-    (acl("t", O.READ, perm=A.ANY), "Invalid permissionType ANY"),
-    (acl("", O.READ), "Resource name should not be empty"),
-    (acl("cluster", O.ALTER, rtype=R.CLUSTER), "The only valid name for the CLUSTER resource is kafka-cluster"),
-    (acl("g", O.WRITE, rtype=R.GROUP), "ResourceType GROUP only supports operations"),
-    (acl("t", O.READ, principal="alice"), "bad principal"),
+    (acl("t", Op.READ, rtype=R.ANY), "Invalid resourceType ANY"),
+    (acl("t", Op.READ, rtype=R.UNKNOWN), "Invalid resourceType UNKNOWN"),
+    (acl("t", Op.READ, pattern=P.MATCH), "Invalid patternType MATCH"),
+    (acl("t", Op.ANY), "Invalid operation ANY"),
+    (acl("t", Op.READ, perm=A.ANY), "Invalid permissionType ANY"),
+    (acl("", Op.READ), "Resource name should not be empty"),
+    (acl("cluster", Op.ALTER, rtype=R.CLUSTER), "The only valid name for the CLUSTER resource is kafka-cluster"),
+    (acl("g", Op.WRITE, rtype=R.GROUP), "ResourceType GROUP only supports operations"),
+    (acl("t", Op.READ, principal="alice"), "bad principal"),
 ])
 def test_bad_bindings_are_invalid_request(md, binding, reason):
-    results = add(md, binding, acl("ok", O.READ))
+    results = add(md, binding, acl("ok", Op.READ))
     assert results[0][0] == ErrorCode.INVALID_REQUEST and reason in results[0][1]
     assert results[1] == [0, None]
-    assert list(md.acls) == [acl("ok", O.READ)]
+    assert list(md.acls) == [acl("ok", Op.READ)]
     # unknown wire codes are UNKNOWN (Kafka's fromCode), so they are rejected too
-    row = acl("t", O.READ).to_row()
+    row = acl("t", Op.READ).to_row()
     row[5] = 99
     assert add(md, AclBinding.from_row(row))[0][0] == ErrorCode.INVALID_REQUEST
 
 
 def test_filters_describe_and_delete(md):
-    bindings = [acl("orders", O.READ), acl("ord", O.WRITE, A.DENY, pattern=P.PREFIXED, principal="User:bob"),
-                acl("*", O.DESCRIBE, principal="User:*"), acl("g", O.READ, rtype=R.GROUP)]
+    bindings = [acl("orders", Op.READ), acl("ord", Op.WRITE, A.DENY, pattern=P.PREFIXED, principal="User:bob"),
+                acl("*", Op.DESCRIBE, principal="User:*"), acl("g", Op.READ, rtype=R.GROUP)]
     assert add(md, *bindings, bindings[0]) == [[0, None]] * 5  # a duplicate is no error
     assert list(md.acls) == bindings
 
-    def f(rtype=R.ANY, name=None, pattern=P.ANY, principal=None, host=None, op=O.ANY, perm=A.ANY):
+    def f(rtype=R.ANY, name=None, pattern=P.ANY, principal=None, host=None, op=Op.ANY, perm=A.ANY):
         return AclBindingFilter(rtype, name, pattern, principal, host, op, perm)
 
     assert md.acls.select(f()) == bindings
@@ -189,17 +189,17 @@ def test_filters_describe_and_delete(md):
     assert md.acls.select(f(R.TOPIC, "ord", P.PREFIXED)) == bindings[1:2]
     assert md.acls.select(f(R.TOPIC, None, P.LITERAL)) == [bindings[0], bindings[2]]
     assert md.acls.select(f(principal="User:bob")) == bindings[1:2]
-    assert md.acls.select(f(op=O.DESCRIBE, perm=A.ALLOW)) == bindings[2:3]
+    assert md.acls.select(f(op=Op.DESCRIBE, perm=A.ALLOW)) == bindings[2:3]
 
     rec, reply = records.plan(md, "delete_acls", {"filters": [f(R.TOPIC, "orders", P.MATCH).to_row(),
                                                              f(R.TOPIC, "orders", P.MATCH).to_row(),
-                                                             f(op=O.UNKNOWN).to_row()]})
+                                                             f(op=Op.UNKNOWN).to_row()]})
     rows = [b.to_row() for b in bindings[:3]]
     assert reply["results"] == [[0, None, rows], [0, None, rows],
                                 [ErrorCode.INVALID_REQUEST, "Unknown entryFilter.", []]]
     _apply(md, rec)
     assert list(md.acls) == bindings[3:]
-    assert authz(md).authorize(ALICE, HOST, O.READ, R.TOPIC, "orders") is False
+    assert authz(md).authorize(ALICE, HOST, Op.READ, R.TOPIC, "orders") is False
     rec, reply = records.plan(md, "delete_acls", {"filters": [f(R.TOPIC).to_row()]})
     assert rec is None and reply["results"] == [[0, None, []]]
 
@@ -209,7 +209,7 @@ def test_acls_and_credentials_survive_reload_and_snapshot(tmp_path):
     img = MetadataImage()
     cred_rows = [["alice", 1, 4096, b"salt".hex(), salted_password("SCRAM-SHA-256", "pw", b"salt", 4096).hex()]]
     for m in (md, img):
-        add(m, acl("orders", O.READ), acl("ord", O.WRITE, pattern=P.PREFIXED))
+        add(m, acl("orders", Op.READ), acl("ord", Op.WRITE, pattern=P.PREFIXED))
         rec, _ = records.plan(m, "alter_scram_credentials", {"upsertions": cred_rows})
         _apply(m, rec)
     again = ClusterMetadata(tmp_path)
@@ -218,7 +218,7 @@ def test_acls_and_credentials_survive_reload_and_snapshot(tmp_path):
         assert list(m.acls) == list(md.acls)
         assert m.scram_credentials == md.scram_credentials
         assert verify_password(m.scram_credentials["alice"]["SCRAM-SHA-256"], "pw")
-        assert authz(m).authorize(ALICE, HOST, O.WRITE, R.TOPIC, "orders")
+        assert authz(m).authorize(ALICE, HOST, Op.WRITE, R.TOPIC, "orders")
 
 
 def _upsert(user, mech=1, iterations=4096, password="pw"):
@@ -280,12 +280,12 @@ def _reference(bindings, principal, host, op, rtype, name, allow_if_none) -> boo
     def applies(b):
         if b.principal not in (principal, "User:*") or b.host not in (host, "*"):
             return False
-        if b.operation in (op, O.ALL):
+        if b.operation in (op, Op.ALL):
             return True
         if b.permission_type == A.DENY:
             return False
-        return (op == O.DESCRIBE and b.operation in (O.READ, O.WRITE, O.DELETE, O.ALTER)) or \
-               (op == O.DESCRIBE_CONFIGS and b.operation == O.ALTER_CONFIGS)
+        return (op == Op.DESCRIBE and b.operation in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)) or \
+               (op == Op.DESCRIBE_CONFIGS and b.operation == Op.ALTER_CONFIGS)
 
     matching = [b for b in bindings if pattern_matches(b)]
     hits = [b for b in matching if applies(b)]
@@ -299,17 +299,17 @@ def _reference(bindings, principal, host, op, rtype, name, allow_if_none) -> boo
 _binding = st.builds(
     AclBinding, st.sampled_from([R.TOPIC, R.GROUP]), st.sampled_from(_NAMES), st.sampled_from([P.LITERAL, P.PREFIXED]),
     st.sampled_from(["User:alice", "User:bob", "User:*"]), st.sampled_from(["*", HOST]),
-    st.sampled_from([O.ALL, O.READ, O.WRITE, O.DESCRIBE, O.DELETE]), st.sampled_from([A.ALLOW, A.DENY]))
+    st.sampled_from([Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE]), st.sampled_from([A.ALLOW, A.DENY]))
 
 
 @settings(max_examples=300, deadline=None)
 @given(bindings=st.lists(_binding, max_size=12), removed=st.integers(0, 4), allow_if_none=st.booleans(),
        principal=st.sampled_from(["User:alice", "User:bob"]), host=st.sampled_from([HOST, "10.9.9.9"]),
-       op=st.sampled_from([O.READ, O.WRITE, O.DESCRIBE, O.DELETE]), rtype=st.sampled_from([R.TOPIC, R.GROUP]),
+       op=st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE]), rtype=st.sampled_from([R.TOPIC, R.GROUP]),
        name=st.sampled_from(["a", "ab", "abc", "abcd", "b", "c"]))
 def test_indexed_lookup_matches_the_definition(bindings, removed, allow_if_none, principal, host, op, rtype, name):
     img = MetadataImage()
-    add(img, *[b for b in bindings if b.operation in SUPPORTED_OPERATIONS[b.resource_type] or b.operation == O.ALL])
+    add(img, *[b for b in bindings if b.operation in SUPPORTED_OPERATIONS[b.resource_type] or b.operation == Op.ALL])
     for b in list(img.acls)[:removed]:  # removal keeps the indexes right
         img.apply({"type": "delete_acls", "filters": [AclBindingFilter(*b.to_row()).to_row()]})
     live = list(img.acls)

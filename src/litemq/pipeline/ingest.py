@@ -499,7 +499,7 @@ class Ingester:
                         if src.fmt is None:
                             src.fmt = _detect(src.path)
                             if src.fmt == "unknown":
-                                src.fmt = detect_format(l.decode("utf-8", "replace") for l in lines[:DETECT_LINES])
+                                src.fmt = detect_format(line.decode("utf-8", "replace") for line in lines[:DETECT_LINES])
                     nb = 0
                     joiner = joiners.setdefault(src.name, RecordJoiner(src.fmt)) if lines else None
                     for line in lines:
