@@ -3,7 +3,8 @@ machine over a real :class:`PartitionLog` on disk, against a model.
 
 The log receives what a Raft follower writes: data batches and Raft-internal batches (a new
 leader's LEADER_CHANGE no-op or a configuration change, KRAFT_VOTERS, both with control key
-version 1) appended at the log end, truncation of a
+version 1) appended at the log end, such batches after a compaction gap (a follower copying its
+leader's compacted log: the Raft entry starts at the log end, its batch above), truncation of a
 divergent suffix, log start moves (retention on the leader, DeleteRecords, a follower following
 its leader's log start), a fresh start at a leader's log start with the leader's count of
 internal offsets below it, segment rolls, a clean close and reopen, and a crash (the object
@@ -71,6 +72,32 @@ class PartitionLogOffsets(RuleBasedStateMachine):
             self.values[base + i] = b"v%d" % (base + i)
         self.flags += [False] * count
 
+    @rule(gap=st.integers(1, 6), count=st.integers(1, 3), internal=st.booleans())
+    def append_after_compaction_gap(self, gap, count, internal):
+        """A follower copying its leader's compacted log: the Raft entry starts at the log end,
+        its batch ``gap`` offsets above (data records the leader's cleaner removed)."""
+        end = len(self.flags)
+        base = end + gap
+        if internal:
+            self.log.append_as_follower(_internal_batch(base), first_offset=end)
+            self.flags += [False] * gap + [True]
+            return
+        recs = [Record(base + i, 1000 + base + i, None, b"v%d" % (base + i)) for i in range(count)]
+        info = self.log.append_as_follower(build_batch(recs, base_offset=base, partition_leader_epoch=1),
+                                           first_offset=end)
+        assert (info.first_offset, info.last_offset) == (base, base + count - 1)
+        for i in range(count):
+            self.values[base + i] = b"v%d" % (base + i)
+        self.flags += [False] * (gap + count)
+
+    def _reopened(self):
+        """After a reopen the log ends after its last batch: a truncation inside a compaction gap
+        (log end between two batches) leaves the gap's offsets there, which hold nothing."""
+        end = self.log.log_end_offset
+        assert self.start <= end <= len(self.flags)
+        assert not any(self.flags[end:]) and not any(o >= end for o in self.values)
+        del self.flags[max(end, self.start):]
+
     @rule(control_type=st.sampled_from([CONTROL_LEADER_CHANGE, CONTROL_KRAFT_VOTERS]))
     def append_internal(self, control_type):
         self.log.append_as_follower(_internal_batch(len(self.flags), control_type))
@@ -112,10 +139,12 @@ class PartitionLogOffsets(RuleBasedStateMachine):
     def clean_reopen(self):
         self.log.close()
         self.log = PartitionLog.open(self.dir, CONFIG)
+        self._reopened()
 
     @rule()
     def crash_reopen(self):
         self.log = PartitionLog.open(self.dir, CONFIG)  # the old object is dropped unclosed
+        self._reopened()
 
     @invariant()
     def translates_as_the_model(self):

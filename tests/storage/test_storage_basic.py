@@ -12,7 +12,8 @@ from litemq.protocol.errors import (
 )
 from litemq.storage.config import LogConfig
 from litemq.storage.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
-from storage_helpers import batch, batch_bases, offsets, records
+from litemq.protocol.records import iter_batches
+from storage_helpers import batch, batch_bases, compact_committed, keyed, offsets, records
 
 SMALL = LogConfig(segment_bytes=2048, index_interval_bytes=128)
 
@@ -96,6 +97,58 @@ def test_follower_append(tmp_path):
     with pytest.raises(InvalidRecordError):
         follower.append_as_follower(bytearray(data))
     assert follower.read_bytes(0, 10**9) == data
+
+
+def test_follower_append_across_compaction_gaps(tmp_path):
+    """A follower copying its leader's compacted log (the Raft entries of cluster/group.py: an
+    entry starts at the follower's log end, its batch above it after a compaction gap): the same
+    batches at the same offsets, through a roll and a reopen; a first batch below the log end,
+    or an entry not at the log end, is refused (Kafka refuses only the former)."""
+    compact = LogConfig(segment_bytes=10**6, cleanup_policy="compact", retention_ms=-1,
+                        min_cleanable_dirty_ratio=0.0, delete_retention_ms=10**12)
+    leader = PartitionLog.open(tmp_path / "l-0", compact)
+    for i, epoch in enumerate((1, 1, 1, 2, 2, 3, 3, 3)):  # batch i at offsets 2i, 2i+1
+        first = b"u%d" % i if i in (2, 4, 6) else b"c"  # the other batches: superseded whole
+        leader.append(keyed([(first, b"x%d" % i), (b"c", b"y%d" % i)]), leader_epoch=epoch)
+        if i in (2, 5):
+            leader.roll()
+    leader.roll()
+    assert compact_committed(leader, 10**12).segments_cleaned == 3
+    data = leader.read_bytes(0, 10**9)
+    bases = batch_bases(data)
+    assert bases == [4, 8, 12, 14]  # gaps 0-3, 6-7, 10-11
+
+    follower = PartitionLog.open(tmp_path / "f-0", SMALL)
+    with pytest.raises(InvalidRecordError):  # the entry must start at the log end
+        follower.append_as_follower(bytearray(data), first_offset=1)
+    with pytest.raises(InvalidRecordError):  # no gap without the entry's offset
+        follower.append_as_follower(bytearray(data))
+    end = 0
+    for pos, h in iter_batches(data):  # one entry per batch, from the follower's log end
+        one = bytearray(data[pos:pos + h.batch_length + 12])
+        info = follower.append_as_follower(one, first_offset=end)
+        assert (info.first_offset, info.last_offset) == (h.base_offset, h.base_offset + h.last_offset_delta)
+        end = h.base_offset + h.last_offset_delta + 1
+        assert follower.log_end_offset == end
+        if h.base_offset == bases[1]:
+            follower.roll()
+    assert end == leader.log_end_offset == 16
+    with pytest.raises(InvalidRecordError):  # a first batch below the log end
+        follower.append_as_follower(bytearray(data[:]), first_offset=end)
+    assert follower.read_bytes(0, 10**9) == data
+    # the epochs as a Kafka follower records them: at the base offset of the first batch of each
+    assert follower.leader_epoch_cache.entries() == [(1, 4), (2, 8), (3, 12)]
+    # a read from inside a gap starts at the next batch
+    for offset in range(16):
+        got = follower.read(offset, 1)
+        assert got.first_offset == min(b for b, (_, h) in zip(bases, iter_batches(data))
+                                       if b + h.last_offset_delta >= offset)
+    assert follower.translator.end_raft_offset == 16 and follower.translator.is_identity_below(16)
+    follower.close()
+    follower = PartitionLog.open(tmp_path / "f-0", SMALL)
+    assert follower.log_end_offset == 16 and follower.read_bytes(0, 10**9) == data
+    follower.close()
+    leader.close()
 
 
 def test_flush_advances_flushed_offset(tmp_path):

@@ -143,6 +143,12 @@ class PartitionLogView:
         return max(start, min(cache.start_offsets[i], self.stable_end))
 
     def entries(self, start: int, end: int, max_bytes: int) -> list[Entry]:
+        """One entry per batch, from the batch holding ``start`` (or the first after it) up to
+        ``end`` (exclusive, at most ``stable_end``), about ``max_bytes`` of batches, at least one.
+        Entries are contiguous in offsets: the offsets of a compaction gap belong to the entry of
+        the batch after it (the first entry starts at ``start`` when ``start`` lies in a gap),
+        whose term is that batch's leader epoch; a follower appends its batch above its log end
+        (:meth:`PartitionLog.append_as_follower` ``first_offset``)."""
         end = min(end, self.stable_end)
         if start >= end:
             return []
@@ -377,7 +383,9 @@ class RaftGroup:
             payload = build_control_batch(base_offset=e.offset, partition_leader_epoch=e.term,
                                           control_type=CONTROL_KRAFT_VOTERS, timestamp_ms=NO_TIMESTAMP,
                                           key_version=RAFT_INTERNAL_KEY_VERSION, value=bytes(e.payload))
-        self.plog.append_as_follower(payload)
+        # The entry may start in a compaction gap of the leader's log (PartitionLogView.entries):
+        # its batch then starts above the log end, which the follower append accepts.
+        self.plog.append_as_follower(payload, first_offset=e.offset)
 
     def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Append a produced records blob as leader and propose it (one entry per batch).
@@ -447,16 +455,31 @@ class RaftGroup:
                 plog.truncate_fully_and_start_at(rd.snapshot.offset + 1, internal_below)
                 self.view.snapshot_term = rd.snapshot.term
                 self.view.stable_end = rd.snapshot.offset + 1
-            if rd.truncate_to is not None:
-                plog.truncate_to(rd.truncate_to)
-                self.view.stable_end = min(self.view.stable_end, plog.log_end_offset)
+            trunc = rd.truncate_to
+            if trunc is not None:
+                if rd.entries and rd.entries[0].offset == trunc:
+                    # The entries replace the suffix: the log is cut below only from the first
+                    # one it does not already hold (the loop below). The core may see a conflict
+                    # where there is none: for the offsets of a compaction gap the epoch cache
+                    # gives the epoch of the batch before the gap, an entry starting in the gap
+                    # carries that of the batch after it (PartitionLogView.entries); cutting and
+                    # rewriting would take committed records away for a moment.
+                    self.view.stable_end = min(self.view.stable_end, trunc)
+                else:
+                    plog.truncate_to(trunc)
+                    self.view.stable_end = min(self.view.stable_end, plog.log_end_offset)
             for e in rd.entries:
                 leo = plog.log_end_offset
                 if e.offset < leo:
-                    if e.end_offset <= leo and plog.leader_epoch_cache.epoch_for_offset(e.offset) == e.term:
-                        continue  # already written (leader produce path, or a no-op materialized)
+                    # Same epoch at the entry's last offset: the same entry (one leader per
+                    # epoch), so the same log up to there (Raft's log matching). Not checked at
+                    # its first offset: that may be a compaction gap (above).
+                    if e.end_offset <= leo and plog.leader_epoch_cache.epoch_for_offset(e.last_offset) == e.term:
+                        continue  # already written (leader produce path, a no-op materialized, a resend)
                     plog.truncate_to(e.offset)
                 self._write_entry(e)
+            if trunc is not None and rd.entries and plog.log_end_offset > rd.entries[-1].end_offset:
+                plog.truncate_to(rd.entries[-1].end_offset)  # the stale suffix after them
         except Exception as exc:  # storage failure: this replica stops; the others carry on
             self._go_offline("cannot persist Raft entries", exc)
             return

@@ -367,14 +367,32 @@ class PartitionLog:
             self._append_locked(buf, headers, bases, leader_epoch, max_ts, offset_of_max, now, markers)
             return AppendInfo(first, offset - 1, max_ts, now if append_time else -1, len(headers), len(buf))
 
-    def append_as_follower(self, records: bytearray | bytes, *, now_ms: int | None = None) -> AppendInfo:
+    def append_as_follower(self, records: bytearray | bytes, *, now_ms: int | None = None,
+                           first_offset: int | None = None) -> AppendInfo:
         """Append batches whose offsets (and epochs) were assigned by the leader.
 
-        The first batch must start at ``log_end_offset`` and offsets must increase, else
-        :class:`InvalidRecordError`. Producer sequences and transactions are recorded, not
+        ``first_offset``: the offset this append continues the log from, i.e. the Raft entry's
+        offset (:class:`~litemq.raft.Entry`), which must be ``log_end_offset``. The first batch
+        may start above it: the leader's compaction removed the records in between, and a
+        compaction gap belongs to the batch after it (``PartitionLogView.entries``). Kafka
+        accepts any offset gap in a follower append (``UnifiedLog.append``: only a first offset
+        below the log end is refused, ``UnexpectedAppendOffsetException``); this one keeps the
+        stricter check that the entry itself starts at the log end, so the Raft log never gets
+        a hole it was not told of. The gap's offsets get no record, no Kafka offset of their own
+        and no leader epoch entry (the epoch cache records the batch at its base offset, as a
+        Kafka follower does), and the offset translator's end moves over them (every replica
+        keeps the same Raft-internal offsets, compaction never removes those, so a record has
+        the same Kafka offset on every replica). ``None`` (the default): the first batch must
+        start at ``log_end_offset``.
+
+        Later batches' offsets must increase (gaps between them are allowed, as in a compacted
+        log), else :class:`InvalidRecordError`; so is a ``first_offset`` other than the log end
+        or a first batch below it. Producer sequences and transactions are recorded, not
         checked (Kafka ``AppendOrigin.REPLICATION``): transactional batches start transactions,
         COMMIT/ABORT control batches complete them (ABORTs go to the ``.txnindex``); other
         control batches (LEADER_CHANGE) and undecodable ones are not transaction markers.
+        Returns the offsets of the first and last record (``first_offset`` is the first
+        batch's base offset).
         """
         buf = records
         headers = validate_batches(buf)
@@ -394,9 +412,12 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             expected = self._leo
-            if headers[0].base_offset != expected:
+            base = headers[0].base_offset
+            if first_offset is None:
+                first_offset = base
+            if first_offset != expected or base < expected:
                 raise InvalidRecordError(
-                    f"follower append at offset {headers[0].base_offset}, log end offset is {expected}")
+                    f"follower append at offset {first_offset} (first batch at {base}), log end offset is {expected}")
             max_ts, offset_of_max = -1, -1
             nxt = expected
             for h in headers:
@@ -406,7 +427,7 @@ class PartitionLog:
                 if h.max_timestamp > max_ts:
                     max_ts, offset_of_max = h.max_timestamp, nxt - 1
             self._append_locked(buf, headers, None, None, max_ts, offset_of_max, now, markers)
-            return AppendInfo(expected, nxt - 1, max_ts, -1, len(headers), len(buf))
+            return AppendInfo(base, nxt - 1, max_ts, -1, len(headers), len(buf))
 
     def _append_locked(self, buf, headers: list[BatchHeader], bases: list[int] | None, epoch: int | None,
                        max_ts: int, offset_of_max: int, now: int,
@@ -445,7 +466,9 @@ class PartitionLog:
             self._first_unflushed_ms = now
 
     def _roll(self, new_base: int) -> LogSegment:
-        """Close the active segment for appends and start a new one at ``new_base`` (the LEO)."""
+        """Close the active segment for appends and start a new one at ``new_base`` (the LEO, or
+        the base offset of a follower's first batch after a compaction gap, as Kafka names a
+        segment by its first batch)."""
         old = self.active_segment
         seg = LogSegment.create(self.dir, new_base, self._config)  # may raise KafkaStorageError
         old.on_become_inactive()
