@@ -110,6 +110,16 @@ COORDINATOR_NOT_AVAILABLE."""
 MAX_GROUP_MEMBERS = 10_000
 """Members (and, separately, KIP-394 pending member ids) of one group: GROUP_MAX_SIZE_REACHED."""
 
+COORDINATOR_LEASE_RECHECK_MS = 100
+"""A session timer that fires while the coordinator's leadership of its offsets partition is not
+current (the leader lease, ``Partition.leadership_current``: after a stall, right after an
+election) does not expire the member: it fires again after this many ms, until the lease is back
+or the partition is unloaded (litemq.coordinator)."""
+
+LEADER_LEASE_POLL_MS = 10
+"""``ReplicatedPartition.confirm_leadership`` checks the leader lease this often (ms) while it
+waits for its followers' answers (at most one election timeout)."""
+
 # --- broker-to-broker transport (litemq.cluster) ---
 MAX_RPC_FRAME_BYTES = 128 * 1024 * 1024
 """Largest broker-to-broker frame (kind byte + body), sent or accepted (litemq.cluster.codec)."""

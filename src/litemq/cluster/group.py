@@ -283,6 +283,11 @@ class RaftGroup:
         self.hold_awake = False
         """The owner waits on the followers' answers (a DeleteRecords waiting for the low
         watermark): the group does not quiesce, so its leader keeps heartbeating."""
+        self.heard_at: dict[int, tuple[int, float]] = {}
+        """Leader lease: voter -> (term, loop time in s) of the last message in which it
+        acknowledged that term (an AppendResponse or HeartbeatResponse, a granted vote), noted by
+        the cluster manager; while the group is quiet, the manager notes every voter whose
+        broker it hears from (:meth:`lease_current`)."""
 
     # ------------------------------------------------------------ state file
     @property
@@ -418,6 +423,27 @@ class RaftGroup:
             raise KafkaError(f"{self.group_id}: {exc}", ErrorCode.NOT_LEADER_OR_FOLLOWER) from None
         self.host.mark_dirty(self)
         return info
+
+    def note_heard(self, member: int, term: int, now: float) -> None:
+        """``member`` acknowledged ``term`` at loop time ``now`` (s): see :attr:`heard_at`."""
+        self.heard_at[member] = (term, now)
+
+    def lease_current(self, now: float, lease_s: float) -> bool:
+        """The leader lease (Raft thesis §6.4.1, the CheckQuorum window of §6.2 in loop time):
+        this member leads and a majority of the voters (itself included) acknowledged its
+        current term within the last ``lease_s`` seconds before ``now``. Followers that heard
+        from a leader within an election timeout do not vote for another (``raft.step``), so no
+        other leader can have been elected meanwhile unless this broker stopped running (then
+        the caller's own stall check applies: ``ClusterManager.ticked_within``). Loop time, not
+        Raft ticks: a stopped process counts no ticks, but its loop clock runs on."""
+        node = self.node
+        if not node.is_leader or self.failed or self.closed:
+            return False
+        term, voters, me = node.term, node.voters, self.host.node_id
+        since = now - lease_s
+        heard = sum(1 for v in voters
+                    if v == me or ((h := self.heard_at.get(v)) is not None and h[0] == term and h[1] >= since))
+        return heard >= len(voters) // 2 + 1
 
     def wake(self) -> None:
         """End quiescence: the group ticks again (and a leader heartbeats) until it is idle for

@@ -57,7 +57,7 @@ from litemq.cluster.throttle import ReplicationThrottle
 from litemq.cluster.transport import Transport
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.protocol.records import build_batch, decode_batch
-from litemq.raft import AppendResponse, EntryKind, HeartbeatResponse, Ready, Role
+from litemq.raft import AppendResponse, EntryKind, HeartbeatResponse, Ready, Role, VoteResponse
 from litemq.storage.config import LogConfig
 from litemq.storage.log import PartitionLog
 from litemq.storage.manager import METADATA_DIR_NAME
@@ -131,6 +131,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         self._spawned: set[asyncio.Task] = set()
         self._stopping = False
         self._tick_no = 0
+        self._last_tick_at: float | None = None
+        """Loop time (s) at which the tick loop last ran; None before its first round."""
+        self.lease_s = cfg.raft_election_timeout_ms / 1000
+        """The leader lease (s): one election timeout (``RaftGroup.lease_current``)."""
         self.raft_messages_received = 0
         self._loaded_logs: dict[tuple[str, int], PartitionLog] = {}
         self._replay_until: int | None = None
@@ -328,6 +332,10 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         g.node.step(msg)
         g.last_msg_tick = self._tick_no
         heartbeat_answer = isinstance(msg, HeartbeatResponse)
+        if (heartbeat_answer or isinstance(msg, AppendResponse) or (isinstance(msg, VoteResponse) and msg.granted
+                                                                     and not msg.pre_vote)) \
+                and msg.term == g.node.term:
+            g.note_heard(peer_id, msg.term, self.loop.time())  # it acknowledges this term (leader lease)
         if (heartbeat_answer or isinstance(msg, AppendResponse)) and g.on_follower_answer is not None:
             g.on_follower_answer(msg)  # the follower's log start offset (a partition's low watermark)
         if not heartbeat_answer:  # the only thing a quiet leader can ignore
@@ -336,10 +344,19 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
 
     async def _tick_loop(self) -> None:
         interval = self.config.raft_tick_ms / 1000
+        self._last_tick_at = self.loop.time()
         while True:
             await asyncio.sleep(interval)
             self._tick_no += 1
+            now = self.loop.time()
+            gap_s, self._last_tick_at = now - self._last_tick_at, now
+            stalled = gap_s > self.lease_s
+            if stalled:  # (a paused process, or a loop blocked that long): followers may have elected
+                log.warning("the Raft tick loop did not run for %.1f s: partition leaders confirm their "
+                            "leadership with their followers before their coordinators act again", gap_s)
             for g in list(self.groups.values()):
+                if not g.closed and g.quiet and g.node.is_leader:
+                    self._renew_quiet_lease(g, now, stalled)
                 if not g.closed and self._should_tick(g):
                     g.node.tick()
                     if self._first_campaign_lost(g):
@@ -378,6 +395,30 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         node.campaign()
         self.mark_dirty(self.meta)
 
+    def ticked_within(self, seconds: float) -> bool:
+        """The tick loop ran within the last ``seconds`` (loop time): this broker was not stalled
+        (paused, its loop blocked) for that long. Until the first tick after a stall runs, what
+        a leader last heard is older than it looks: followers may have elected another leader
+        meanwhile, and backlogged bytes read since refresh ``peer_alive`` (leader lease)."""
+        last = self._last_tick_at
+        return last is not None and self.loop.time() - last <= seconds
+
+    def _renew_quiet_lease(self, g: RaftGroup, now: float, stalled: bool) -> None:
+        """A quiet leader's lease (no Raft message flows): its followers do not campaign while
+        they hear this broker (``_should_tick``), and it hears theirs, so each voter whose broker
+        is alive counts as heard now (``RaftGroup.heard_at``). After a stall, or once a majority
+        of the voters' brokers is silent, that no longer holds: the group wakes, heartbeats and
+        must hear its followers again in Raft messages (CheckQuorum steps it down otherwise)."""
+        voters = g.node.voters
+        alive = [v for v in voters if self.peer_alive(v)]
+        if stalled or len(alive) < len(voters) // 2 + 1:
+            g.wake()
+            self.mark_dirty(g)
+            return
+        term = g.node.term
+        for v in alive:
+            g.note_heard(v, term, now)
+
     def peer_alive(self, node_id: int) -> bool:
         """This broker, or a peer that is connected and was heard from within
         ``PEER_SILENCE_TICKS`` ticks (keepalives arrive every tick)."""
@@ -398,6 +439,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
         (no message for the group for two ticks) as long as the leader's *broker* is connected
         and heard from (broker-pair keepalives every tick); when that broker goes silent every
         such follower ticks again and elects a new leader after the usual election timeout.
+        A leader quiesces only while a majority of its voters' brokers is alive (the quiet
+        leader lease, ``_renew_quiet_lease``, which wakes it when that ends).
         The metadata group always ticks."""
         if not self.config.raft_quiesce_enable or g is self.meta:
             return True
@@ -412,7 +455,8 @@ class ClusterManager(ClusterAdmin, PartitionGroupRegistry, PartitionReassignment
             sig = (last, node.commit_index, tuple(sorted(matches.items())), start)
             if (node.commit_index == last and node.transferee is None and sig == g.last_sig and not g.hold_awake
                     and all(m == last for m in matches.values())
-                    and all(starts.get(v, start) == start or not self.peer_alive(v) for v in matches)):
+                    and all(starts.get(v, start) == start or not self.peer_alive(v) for v in matches)
+                    and sum(1 for v in node.voters if self.peer_alive(v)) >= len(node.voters) // 2 + 1):
                 g.stable_ticks += 1
                 if g.stable_ticks >= QUIESCE_AFTER_TICKS:
                     g.quiet = True

@@ -33,6 +33,7 @@ import asyncio
 import logging
 from typing import Callable
 
+from litemq import limits
 from litemq.replica import Partition
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import Ready
@@ -84,6 +85,48 @@ class ReplicatedPartition(Partition):
         then covers every record an earlier leader acknowledged, so a coordinator may load its
         state from it (the moment ``on_leader(True)`` is announced)."""
         return self.is_leader and self._announced
+
+    @property
+    def leadership_current(self) -> bool:
+        """Leader, and its leadership is current (the leader lease, Raft thesis §6.4.1): a
+        majority of the voters acknowledged its term within one election timeout
+        (``RaftGroup.lease_current``; a quiet group counts the voters whose brokers it hears)
+        and this broker's tick loop ran within that time (it was not stopped: after a SIGSTOP
+        or a blocked loop the followers may have elected another leader that this one has not
+        heard of yet). A coordinator acts on its in-memory state (expires members, answers
+        requests about membership) only while this holds."""
+        g = self.group
+        if g is None or not self.is_leader:
+            return False
+        host = g.host
+        return host.ticked_within(host.lease_s) and g.lease_current(host.loop.time(), host.lease_s)
+
+    def renew_leadership(self) -> None:
+        """Wake this leader's Raft group (if quiet) so it heartbeats and its followers' answers
+        renew the lease (or their higher term deposes it)."""
+        g = self.group
+        if g is not None and self.is_leader:
+            g.wake()
+            g.host.mark_dirty(g)
+
+    async def confirm_leadership(self) -> bool:
+        """:attr:`leadership_current`, waiting for the followers' answers (:meth:`renew_leadership`)
+        when it does not hold yet: True as soon as it holds, False once this replica no longer
+        leads or after one election timeout (by then CheckQuorum would have stepped it down)."""
+        if self.leadership_current:
+            return True
+        if not self.is_leader:
+            return False
+        self.renew_leadership()
+        loop = self._manager.loop
+        deadline = loop.time() + self.group.host.lease_s
+        while loop.time() < deadline:
+            await asyncio.sleep(limits.LEADER_LEASE_POLL_MS / 1000)
+            if not self.is_leader:
+                return False
+            if self.leadership_current:
+                return True
+        return False
 
     @property
     def is_follower(self) -> bool:

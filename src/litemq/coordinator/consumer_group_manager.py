@@ -243,9 +243,13 @@ class ConsumerGroupManager:
         member.session_timer = None
         if group.members.get(member.member_id) is not member or self.groups.get(group.group_id) is not group:
             return
+        if self.expiry_deferred(group.group_id):  # a deposed coordinator must not fence it (see there)
+            member.session_timer = self.loop.call_later(limits.COORDINATOR_LEASE_RECHECK_MS / 1000,
+                                                        self._on_session_expired, group, member)
+            return
         log.info("group %s: member %s expired (session timeout %d ms)", group.group_id, member.member_id,
                  self.group_config_int(group.group_id, "consumer.session.timeout.ms"))
-        self._spawn(self._fence_in_background(group, member, "session timeout"))
+        self._fence_now(group, member, "session timeout")
 
     def _update_rebalance_timer(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member with partitions to revoke must do so within its rebalance timeout, or it is
@@ -264,9 +268,13 @@ class ConsumerGroupManager:
         if (group.members.get(member.member_id) is not member or member.member_epoch != epoch
                 or member.state is not MemberState.UNREVOKED_PARTITIONS):
             return
+        if self.expiry_deferred(group.group_id):
+            member.rebalance_timer = self.loop.call_later(limits.COORDINATOR_LEASE_RECHECK_MS / 1000,
+                                                          self._on_rebalance_expired, group, member, epoch)
+            return
         log.info("group %s: member %s did not revoke its partitions within %d ms", group.group_id,
                  member.member_id, member.rebalance_timeout_ms)
-        self._spawn(self._fence_in_background(group, member, "rebalance timeout"))
+        self._fence_now(group, member, "rebalance timeout")
 
     @staticmethod
     def _cancel_member_timers(member: ConsumerGroupMember) -> None:
@@ -279,9 +287,13 @@ class ConsumerGroupManager:
         for m in group.members.values():
             self._cancel_member_timers(m)
 
-    async def _fence_in_background(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> None:
-        records = self._remove_member(group, member, reason)
-        await self._append(group.group_id, records)
+    def _fence_now(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> None:
+        """Remove ``member`` now, in the timer callback that checked it is still the group's
+        member, and write the records in the background. (Removing it in the spawned task, as
+        before, left an event-loop turn between the check and the removal: a heartbeat read in
+        that turn renewed the member, which was then removed anyway, or a leave removed it
+        first and the task removed it again.)"""
+        self._spawn(self._append(group.group_id, self._remove_member(group, member, reason)))
 
     def _remove_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> list[Record]:
         """Remove ``member`` (leave, fence, session or rebalance timeout), bump the group epoch;
@@ -410,7 +422,7 @@ class ConsumerGroupManager:
         err, msg = self._validate(hb)
         if err:
             return HeartbeatResult(err, msg)
-        err = self.coordinator_error(hb.group_id)
+        err = await self.current_coordinator_error(hb.group_id)
         if err:
             return HeartbeatResult(err)
         if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):

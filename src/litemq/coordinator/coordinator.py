@@ -182,6 +182,56 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
+    def leadership_current(self, group_id: str) -> bool:
+        """This broker leads ``group_id``'s offsets partition and that leadership is current
+        (``Partition.leadership_current``: in a cluster a majority of its replicas acknowledged
+        this leader within an election timeout, and this broker was not stalled meanwhile;
+        always on a single broker). Kafka 4's coordinator runtime gets the same guarantee
+        differently: an expiry is a write that fails once the partition is no longer led, and
+        an answer waits for the coordinator's last write to commit."""
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        return p is not None and p.leadership_current
+
+    async def current_coordinator_error(self, group_id: str | None, require_id: bool = True) -> int:
+        """:meth:`coordinator_error`, and NOT_COORDINATOR (retriable: the client looks the
+        coordinator up again) when this broker's leadership of the group's offsets partition is
+        not current and its followers do not confirm it within an election timeout. For the
+        requests answered from membership state (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+        OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat, ShareGroupHeartbeat): a coordinator
+        that was deposed while stopped must not answer from what it remembers (UNKNOWN_MEMBER_ID
+        for a member it expired on resuming, stale offsets) before it learns of the new leader.
+        Returns at once (no suspension) when the lease holds."""
+        err = self.coordinator_error(group_id, require_id)
+        if err:
+            return err
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id or ""))
+        if p is None:
+            return E.NOT_COORDINATOR
+        if p.leadership_current:
+            return E.NONE
+        confirmed = await p.confirm_leadership()
+        err = self.coordinator_error(group_id, require_id)
+        if err or confirmed:
+            return err
+        log.info("%s-%d: leadership not confirmed by the followers: NOT_COORDINATOR for group %s", OFFSETS_TOPIC,
+                 self.partition_for(group_id or ""), group_id)
+        return E.NOT_COORDINATOR
+
+    def expiry_deferred(self, group_id: str) -> bool:
+        """A member-expiry timer of ``group_id`` fired: True (and the offsets partition's leader
+        asked to confirm its leadership) when the expiry must wait because the leadership is
+        not current (:meth:`leadership_current`); the caller then re-arms its timer for
+        ``limits.COORDINATOR_LEASE_RECHECK_MS``. The member's queued heartbeats (read after
+        a stall, after the overdue timers ran) then still reach it in time, and a deposed
+        coordinator never expires a member its successor has alive; the partition's unloading
+        cancels the re-armed timer."""
+        if self.leadership_current(group_id):
+            return False
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if p is not None:
+            p.renew_leadership()
+        return True
+
     def set_share_loader(self, loader: ShareGroupLoader) -> None:
         """Attach the share-group side and hand it the share-group records already replayed."""
         self.share_loader = loader

@@ -75,6 +75,9 @@ class GroupMetadataManager:
             # Kafka shouldKeepAlive: a member waiting in JoinGroup is alive until the rebalance ends.
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
             return
+        if self.expiry_deferred(group.group_id):  # a deposed coordinator must not expire it (see there)
+            self._schedule_heartbeat(group, member, limits.COORDINATOR_LEASE_RECHECK_MS)
+            return
         log.info("group %s: member %s expired (session timeout %d ms)", group.group_id, member.member_id,
                  member.session_timeout_ms)
         self._remove_member_and_update_group(group, member, "session timeout")
@@ -220,7 +223,7 @@ class GroupMetadataManager:
                          protocol_type: str, protocols: list[tuple[str, bytes]], require_known_member_id: bool,
                          supports_skip_assignment: bool) -> JoinResult:
         """JoinGroup v0-9 (Kafka ``handleJoinGroup``)."""
-        err = self.coordinator_error(group_id)
+        err = await self.current_coordinator_error(group_id)
         if err:
             return JoinResult(err, member_id=member_id)
         cfg = self.config
@@ -420,7 +423,7 @@ class GroupMetadataManager:
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: dict[str, bytes]) -> SyncResult:
         """SyncGroup v0-5 (Kafka ``handleSyncGroup``)."""
-        err = self.coordinator_error(group_id)
+        err = await self.current_coordinator_error(group_id)
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
@@ -465,9 +468,10 @@ class GroupMetadataManager:
         return await fut
 
     # ================================================================== Heartbeat
-    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
-        """Heartbeat v0-4 (Kafka ``handleHeartbeat``)."""
-        err = self.coordinator_error(group_id)
+    async def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
+        """Heartbeat v0-4 (Kafka ``handleHeartbeat``); the error code (NOT_COORDINATOR also when
+        this broker's leadership is not current: ``current_coordinator_error``)."""
+        err = await self.current_coordinator_error(group_id)
         if err:
             return err
         group = self.groups.get(group_id)
@@ -490,11 +494,11 @@ class GroupMetadataManager:
         return E.UNKNOWN_MEMBER_ID
 
     # ================================================================== LeaveGroup
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    async def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup v0-5 (KIP-345 batch). ``leaving``: (member id, group instance id) pairs.
 
         Returns (top-level error, per-member errors)."""
-        err = self.coordinator_error(group_id)
+        err = await self.current_coordinator_error(group_id)
         if err:
             return err, [err] * len(leaving)
         group = self.groups.get(group_id)

@@ -65,7 +65,7 @@ class OffsetMetadataManager:
         def all_(code: int) -> dict:
             return {tp: code for tp in offsets}
 
-        err = self.coordinator_error(group_id)
+        err = await self.current_coordinator_error(group_id)
         if err:
             return all_(err)
         group = self.groups.get(group_id)
@@ -217,9 +217,9 @@ class OffsetMetadataManager:
         return any(tp in per_pid for per_pid in group.pending_txn_offsets.values())
 
     # ================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool,
-                      member_id: str | None = None, member_epoch: int = -1
-                      ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
+    async def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool,
+                            member_id: str | None = None, member_epoch: int = -1
+                            ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
         """OffsetFetch (Kafka ``handleFetchOffsets``): (group error, [(tp, offset or None, error)]).
 
         ``partitions`` None means every partition the group has an offset for. With
@@ -227,7 +227,7 @@ class OffsetMetadataManager:
         UNSTABLE_OFFSET_COMMIT so the client retries. ``member_id``/``member_epoch`` (v9+) are
         checked against a KIP-848 consumer group (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
         """
-        err = self.coordinator_error(group_id, require_id=False)
+        err = await self.current_coordinator_error(group_id, require_id=False)
         if err:
             return err, []
         group = self.groups.get(group_id)

@@ -38,6 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from litemq import limits
 from litemq.coordinator.consumer_group import MemberState
 from litemq.coordinator.consumer_group_manager import _metadata_hash
 from litemq.coordinator.group_configs import by_duration_ms
@@ -194,7 +195,7 @@ class ShareCoordinator:
             return self._fail(E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
         if member_epoch == 0 and not subscribed_topic_names:
             return self._fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
-        err = self.groups.coordinator_error(group_id)
+        err = await self.groups.current_coordinator_error(group_id)
         if err:
             return self._fail(err)
         other = self.groups.groups.get(group_id)
@@ -378,8 +379,13 @@ class ShareCoordinator:
 
     def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         member.timer = None
-        if group.members.get(member.member_id) is member and self.share_groups.get(group.group_id) is group:
-            self._spawn_append(group.group_id, self._remove_member(group, member, "session timeout"))
+        if group.members.get(member.member_id) is not member or self.share_groups.get(group.group_id) is not group:
+            return
+        if self.groups.expiry_deferred(group.group_id):  # a deposed coordinator must not remove it
+            member.timer = self.host.loop.call_later(limits.COORDINATOR_LEASE_RECHECK_MS / 1000,
+                                                     self._on_session_timeout, group, member)
+            return
+        self._spawn_append(group.group_id, self._remove_member(group, member, "session timeout"))
 
     def _remove_member(self, group: ShareGroup, member: ShareGroupMember, why: str) -> list[tuple[bytes, None]]:
         """Remove ``member`` (its records here are released); the records to write: the

@@ -64,6 +64,22 @@ class Partition:
     watermark, so a coordinator may load its state from it (a single broker: always;
     ReplicatedPartition: once its Raft term's first entry is committed)."""
 
+    leadership_current = True
+    """This replica leads and may act on what it leads *now* (Raft thesis §6.4.1, the leader
+    lease): a single broker always; ReplicatedPartition: a quorum of its voters acknowledged its
+    term within an election timeout (see ``RaftGroup.lease_current``). A coordinator that is not
+    current defers its timers and answers NOT_COORDINATOR rather than acting on state a newer
+    leader may have moved past."""
+
+    def renew_leadership(self) -> None:
+        """Ask the followers to acknowledge this leader again (a replicated partition wakes its
+        quiet Raft group so it heartbeats); nothing on a single broker."""
+
+    async def confirm_leadership(self) -> bool:
+        """Whether :attr:`leadership_current` holds, waiting for it (bounded by one election
+        timeout in a cluster) when it does not yet; False when this replica does not lead."""
+        return self.is_leader
+
     def in_sync_follower_log_ends(self) -> dict[int, int]:
         """As the leader: node id -> log end offset (log offsets) of each in-sync follower, the
         candidates for a consumer's preferred read replica (KIP-392). None on a single broker."""

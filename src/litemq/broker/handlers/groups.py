@@ -185,15 +185,15 @@ async def handle_sync_group(ctx, req) -> dict:
             "protocol_name": res.protocol_name, "assignment": res.assignment}
 
 
-def handle_heartbeat(ctx, req) -> dict:
+async def handle_heartbeat(ctx, req) -> dict:
     if not _may_read_group(ctx, req.group_id):
         return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED}
-    err = _coord(ctx).heartbeat(req.group_id, req.generation_id, req.member_id,
-                                req.group_instance_id if ctx.version >= 3 else None)
+    err = await _coord(ctx).heartbeat(req.group_id, req.generation_id, req.member_id,
+                                      req.group_instance_id if ctx.version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": err}
 
 
-def handle_leave_group(ctx, req) -> dict:
+async def handle_leave_group(ctx, req) -> dict:
     v = ctx.version
     if not _may_read_group(ctx, req.group_id):
         return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED, "members": []}
@@ -201,7 +201,7 @@ def handle_leave_group(ctx, req) -> dict:
         leaving = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         leaving = [(req.member_id, None)]
-    top, errors = _coord(ctx).leave_group(req.group_id, leaving)
+    top, errors = await _coord(ctx).leave_group(req.group_id, leaving)
     if v < 3:
         return {"throttle_time_ms": 0, "error_code": top or errors[0]}
     return {"throttle_time_ms": 0, "error_code": top,
@@ -254,13 +254,13 @@ def _offset_topics(entries, v: int) -> list[dict]:
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int, member_id: str | None = None,
+async def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int, member_id: str | None = None,
                  member_epoch: int = -1) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         err = E.GROUP_AUTHORIZATION_FAILED
     else:
-        err, entries = _coord(ctx).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+        err, entries = await _coord(ctx).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if err:
         if v < 2 and wanted:  # v0-1 have no group-level error: put it on every partition
             return err, _offset_topics([(tp, None, err) for tp in wanted], v)
@@ -273,18 +273,18 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool, v: int, membe
     return E.NONE, _offset_topics(entries, v)
 
 
-def handle_offset_fetch(ctx, req) -> dict:
+async def handle_offset_fetch(ctx, req) -> dict:
     v = ctx.version
     require_stable = req.require_stable if v >= 7 else False
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable, v,
+            err, topics = await _fetch_group(ctx, g.group_id, g.topics, require_stable, v,
                                        g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": err})
         return {"throttle_time_ms": 0, "groups": groups}
     topics = req.topics if v >= 2 else (req.topics or [])
-    err, out = _fetch_group(ctx, req.group_id, topics, require_stable, v)
+    err, out = await _fetch_group(ctx, req.group_id, topics, require_stable, v)
     return {"throttle_time_ms": 0, "topics": out, "error_code": err}
 
 
