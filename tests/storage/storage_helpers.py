@@ -43,6 +43,18 @@ def txn_batch(pid: int, seq: int, values: list[bytes], *, epoch: int = 0, key: b
                                  base_sequence=seq, is_transactional=transactional))
 
 
+def verified_append(log, records: bytearray, *, leader_epoch: int = 0, **kw):
+    """``log.append`` as the leader's produce path does it for transactional records (KIP-890
+    part 1): the producer of the first transactional batch gets a verification guard first (as
+    if its transaction coordinator had just confirmed the partition) and the append presents it."""
+    guard = None
+    for _pos, h in iter_batches(records):
+        if h.is_transactional and h.producer_id >= 0:
+            guard = log.maybe_start_transaction_verification(h.producer_id, h.producer_epoch)
+            break
+    return log.append(records, leader_epoch=leader_epoch, verification_guard=guard, **kw)
+
+
 def marker_batch(pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0) -> bytearray:
     """A COMMIT/ABORT control batch as the transaction coordinator writes it."""
     from litemq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch

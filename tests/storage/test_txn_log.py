@@ -24,7 +24,7 @@ from litemq.storage.log import AppendOrigin, PartitionLog
 from litemq.storage.producer_state import ProducerStateManager, snapshot_name
 from litemq.storage.txn_index import AbortedTxn, TransactionIndex
 
-from storage_helpers import batch, compact_committed, marker_batch, read_committed, txn_batch
+from storage_helpers import batch, compact_committed, marker_batch, read_committed, txn_batch, verified_append
 
 COORD = AppendOrigin.COORDINATOR
 
@@ -51,9 +51,9 @@ def txnindex_files(log):
 def test_lso_with_ongoing_committed_and_aborted_transactions(tmp_path):
     log = open_log(tmp_path)
     log.append(batch(2), leader_epoch=0)  # 0-1 plain
-    log.append(txn_batch(1, 0, [b"a", b"b"]), leader_epoch=0)  # 2-3 P1
-    log.append(txn_batch(2, 0, [b"c"]), leader_epoch=0)  # 4 P2
-    log.append(txn_batch(1, 2, [b"d"]), leader_epoch=0)  # 5 P1 (same txn)
+    verified_append(log, txn_batch(1, 0, [b"a", b"b"]), leader_epoch=0)  # 2-3 P1
+    verified_append(log, txn_batch(2, 0, [b"c"]), leader_epoch=0)  # 4 P2
+    verified_append(log, txn_batch(1, 2, [b"d"]), leader_epoch=0)  # 5 P1 (same txn)
     assert log.ongoing_transactions() == [(1, 0, 2), (2, 0, 4)]
     assert log.first_unstable_offset == 2
     assert log.last_stable_offset(6) == 2
@@ -74,7 +74,7 @@ def test_lso_with_ongoing_committed_and_aborted_transactions(tmp_path):
     assert log.active_segment.txn_index.entries == [AbortedTxn(2, 4, 7, 8)]
     assert committed_view(log, 8) == [(0, b"v"), (1, b"v"), (2, b"a"), (3, b"b"), (5, b"d")]
     # P1 can start a new transaction with the next sequence; an empty aborted one indexes itself
-    log.append(txn_batch(1, 3, [b"e"]), leader_epoch=0)  # 8
+    verified_append(log, txn_batch(1, 3, [b"e"]), leader_epoch=0)  # 8
     assert log.last_stable_offset(9) == 8
     end_txn(log, 3, commit=False)  # 9: producer 3 never wrote: first offset = the marker's own
     assert log.active_segment.txn_index.entries[-1] == AbortedTxn(3, 9, 9, 8)  # P1 (8) ongoing
@@ -83,7 +83,7 @@ def test_lso_with_ongoing_committed_and_aborted_transactions(tmp_path):
 
 def test_marker_with_old_producer_epoch_is_refused(tmp_path):
     log = open_log(tmp_path)
-    log.append(txn_batch(1, 0, [b"a"], epoch=3), leader_epoch=0)
+    verified_append(log, txn_batch(1, 0, [b"a"], epoch=3), leader_epoch=0)
     with pytest.raises(InvalidProducerEpochError):
         end_txn(log, 1, commit=True, epoch=2)
     assert log.log_end_offset == 1 and log.ongoing_transactions() == [(1, 3, 0)]
@@ -91,19 +91,19 @@ def test_marker_with_old_producer_epoch_is_refused(tmp_path):
     end_txn(log, 1, commit=False, epoch=4)
     assert log.producer_state.entry(1).epoch == 4
     with pytest.raises(InvalidProducerEpochError):
-        log.append(txn_batch(1, 1, [b"b"], epoch=3), leader_epoch=0)
-    log.append(txn_batch(1, 0, [b"b"], epoch=4), leader_epoch=0)  # new epoch starts at sequence 0
+        verified_append(log, txn_batch(1, 1, [b"b"], epoch=3), leader_epoch=0)
+    verified_append(log, txn_batch(1, 0, [b"b"], epoch=4), leader_epoch=0)  # new epoch starts at sequence 0
     with pytest.raises(OutOfOrderSequenceError):
-        log.append(txn_batch(1, 5, [b"c"], epoch=4), leader_epoch=0)
+        verified_append(log, txn_batch(1, 5, [b"c"], epoch=4), leader_epoch=0)
     log.close()
 
 
 def test_fenced_coordinator_epoch(tmp_path):
     log = open_log(tmp_path)
-    log.append(txn_batch(1, 0, [b"a"]), leader_epoch=0)
+    verified_append(log, txn_batch(1, 0, [b"a"]), leader_epoch=0)
     end_txn(log, 1, commit=True, coordinator_epoch=5)
     assert log.producer_state.entry(1).coordinator_epoch == 5
-    log.append(txn_batch(1, 1, [b"b"]), leader_epoch=0)
+    verified_append(log, txn_batch(1, 1, [b"b"]), leader_epoch=0)
     with pytest.raises(TransactionCoordinatorFencedError) as exc:
         end_txn(log, 1, commit=False, coordinator_epoch=4)
     assert exc.value.code == 52
@@ -117,7 +117,7 @@ def test_control_batches_from_clients_are_refused(tmp_path):
     with pytest.raises(InvalidRecordError):
         log.append(marker_batch(1, True), leader_epoch=0)
     with pytest.raises(InvalidRecordError):  # coordinator: data batch
-        log.append(txn_batch(1, 0, [b"a"]), leader_epoch=0, origin=COORD)
+        verified_append(log, txn_batch(1, 0, [b"a"]), leader_epoch=0, origin=COORD)
     with pytest.raises(InvalidRecordError):  # coordinator: a control batch that is no marker
         log.append(bytearray(build_control_batch(base_offset=0, partition_leader_epoch=0, timestamp_ms=1,
                                                  control_type=CONTROL_LEADER_CHANGE, producer_id=1,
@@ -125,30 +125,30 @@ def test_control_batches_from_clients_are_refused(tmp_path):
     with pytest.raises(InvalidRecordError):  # coordinator: two batches
         log.append(marker_batch(1, True) + marker_batch(2, True), leader_epoch=0, origin=COORD)
     with pytest.raises(InvalidRecordError):  # a transactional batch needs a producer id
-        log.append(txn_batch(-1, -1, [b"a"]), leader_epoch=0)
+        verified_append(log, txn_batch(-1, -1, [b"a"]), leader_epoch=0)
     assert log.log_end_offset == 0
     log.close()
 
 
 def test_non_transactional_batch_during_transaction_is_refused(tmp_path):
     log = open_log(tmp_path)
-    log.append(txn_batch(1, 0, [b"a"]), leader_epoch=0)
+    verified_append(log, txn_batch(1, 0, [b"a"]), leader_epoch=0)
     with pytest.raises(InvalidTxnStateError) as exc:
-        log.append(txn_batch(1, 1, [b"b"], transactional=False), leader_epoch=0)
+        verified_append(log, txn_batch(1, 1, [b"b"], transactional=False), leader_epoch=0)
     assert exc.value.code == 48
     # within one append too, and nothing of it is written
     with pytest.raises(InvalidTxnStateError):
-        log.append(txn_batch(2, 0, [b"x"]) + txn_batch(2, 1, [b"y"], transactional=False), leader_epoch=0)
+        verified_append(log, txn_batch(2, 0, [b"x"]) + txn_batch(2, 1, [b"y"], transactional=False), leader_epoch=0)
     assert log.log_end_offset == 1 and log.ongoing_transactions() == [(1, 0, 0)]
     end_txn(log, 1, commit=True)
-    log.append(txn_batch(1, 1, [b"b"], transactional=False), leader_epoch=0)  # fine after the commit
+    verified_append(log, txn_batch(1, 1, [b"b"], transactional=False), leader_epoch=0)  # fine after the commit
     log.close()
 
 
 def test_follower_tracks_transactions_without_validation(tmp_path):
     leader = open_log(tmp_path / "leader")
-    leader.append(txn_batch(1, 0, [b"a"], epoch=2), leader_epoch=0)
-    leader.append(txn_batch(2, 0, [b"b"]), leader_epoch=0)
+    verified_append(leader, txn_batch(1, 0, [b"a"], epoch=2), leader_epoch=0)
+    verified_append(leader, txn_batch(2, 0, [b"b"]), leader_epoch=0)
     end_txn(leader, 1, commit=False, epoch=2, coordinator_epoch=7)
     follower = open_log(tmp_path / "follower")
     follower.append_as_follower(leader.read_bytes(0, 10**9))
@@ -174,7 +174,7 @@ def _fill_with_aborts(log):
     seq = {1: 0, 2: 0}
     for round_ in range(6):
         for pid in (1, 2):
-            log.append(txn_batch(pid, seq[pid], [b"x" * 60, b"y" * 60]), leader_epoch=0)
+            verified_append(log, txn_batch(pid, seq[pid], [b"x" * 60, b"y" * 60]), leader_epoch=0)
             seq[pid] += 2
             log.append(batch(1, value_size=80), leader_epoch=0)
         first = {pid: f for pid, _, f in log.ongoing_transactions()}
@@ -211,7 +211,7 @@ def test_aborted_index_across_segment_rolls(tmp_path):
 def test_crash_recovery_rebuilds_ongoing_transactions_lso_and_txn_index(tmp_path, lose):
     log = open_log(tmp_path, segment_bytes=600)
     expected = _fill_with_aborts(log)
-    log.append(txn_batch(1, 12, [b"open"]), leader_epoch=0)  # P1 ongoing at the crash
+    verified_append(log, txn_batch(1, 12, [b"open"]), leader_epoch=0)  # P1 ongoing at the crash
     ongoing = log.ongoing_transactions()
     leo = log.log_end_offset
     lso = log.last_stable_offset(leo)
@@ -243,11 +243,11 @@ def test_crash_recovery_rebuilds_ongoing_transactions_lso_and_txn_index(tmp_path
 
 def test_truncate_to_drops_index_entries_and_rebuilds_state(tmp_path):
     log = open_log(tmp_path, segment_bytes=600)
-    log.append(txn_batch(1, 0, [b"a"]), leader_epoch=0)  # 0
-    log.append(txn_batch(2, 0, [b"b"]), leader_epoch=0)  # 1
+    verified_append(log, txn_batch(1, 0, [b"a"]), leader_epoch=0)  # 0
+    verified_append(log, txn_batch(2, 0, [b"b"]), leader_epoch=0)  # 1
     end_txn(log, 1, commit=False)  # 2
     log.roll()
-    log.append(txn_batch(3, 0, [b"c"]), leader_epoch=0)  # 3
+    verified_append(log, txn_batch(3, 0, [b"c"]), leader_epoch=0)  # 3
     end_txn(log, 2, commit=False)  # 4
     log.roll()
     end_txn(log, 3, commit=True)  # 5
@@ -274,7 +274,7 @@ def test_truncate_to_drops_index_entries_and_rebuilds_state(tmp_path):
 
 def test_truncation_below_the_snapshot_keeps_unreplicated_completions(tmp_path):
     log = open_log(tmp_path)
-    log.append(txn_batch(1, 0, [b"a"]), leader_epoch=0)  # 0
+    verified_append(log, txn_batch(1, 0, [b"a"]), leader_epoch=0)  # 0
     end_txn(log, 1, commit=False)  # 1
     assert log.last_stable_offset(1) == 0  # marker at 1 not replicated
     log.append(batch(1), leader_epoch=0)  # 2
@@ -335,10 +335,10 @@ def test_snapshot_version_1_still_loads(tmp_path):
 
 def test_snapshot_version_2_round_trips_transaction_state(tmp_path):
     log = open_log(tmp_path)
-    log.append(txn_batch(1, 0, [b"a"], epoch=3), leader_epoch=0)
+    verified_append(log, txn_batch(1, 0, [b"a"], epoch=3), leader_epoch=0)
     end_txn(log, 1, commit=False, epoch=3, coordinator_epoch=9)
-    log.append(txn_batch(1, 1, [b"b"], epoch=3), leader_epoch=0)
-    log.append(txn_batch(2, 0, [b"c"]), leader_epoch=0)
+    verified_append(log, txn_batch(1, 1, [b"b"], epoch=3), leader_epoch=0)
+    verified_append(log, txn_batch(2, 0, [b"c"]), leader_epoch=0)
     end_txn(log, 2, commit=True, epoch=4)  # epoch bump: P2 keeps no batch
     assert log.last_stable_offset(4) == 2
     log.close()
@@ -403,8 +403,8 @@ def test_compaction_keeps_read_committed_semantics(tmp_path):
     log = open_log(tmp_path, **cfg)
 
     def put(pid, seq, key, value, transactional=True):
-        log.append(bytearray(build_batch([(key, value, (), 1_000)], producer_id=pid, producer_epoch=0,
-                                         base_sequence=seq, is_transactional=transactional)), leader_epoch=0)
+        verified_append(log, bytearray(build_batch([(key, value, (), 1_000)], producer_id=pid, producer_epoch=0,
+                                                   base_sequence=seq, is_transactional=transactional)))
     put(1, 0, b"k1", b"committed-1")  # 0
     end_txn(log, 1, commit=True)  # 1
     put(2, 0, b"k1", b"aborted-1")  # 2: would shadow the committed k1
@@ -448,16 +448,16 @@ def test_marker_only_producer_accepts_any_sequence_after_crash(tmp_path):
     """Replay from the log start may know a producer only from a marker (no batch remembered):
     its next batch's sequence cannot be checked (Kafka ``checkSequence`` NO_SEQUENCE case)."""
     log = open_log(tmp_path)
-    log.append(txn_batch(0, 0, [b"a"]), leader_epoch=0)  # 0
+    verified_append(log, txn_batch(0, 0, [b"a"]), leader_epoch=0)  # 0
     end_txn(log, 0, commit=False)  # 1
     log.delete_records_before(2)
     end_txn(log, 0, commit=False)  # 2: empty transaction
     log.flush()
     log = open_log(tmp_path)  # crash: no snapshot, replay from the log start sees only the marker
     assert log.producer_state.entry(0).last_seq == -1
-    log.append(txn_batch(0, 1, [b"b"]), leader_epoch=0)
+    verified_append(log, txn_batch(0, 1, [b"b"]), leader_epoch=0)
     with pytest.raises(OutOfOrderSequenceError):
-        log.append(txn_batch(0, 5, [b"c"]), leader_epoch=0)
+        verified_append(log, txn_batch(0, 5, [b"c"]), leader_epoch=0)
     log.close()
 
 
@@ -479,8 +479,8 @@ def test_compaction_removes_markers_of_emptied_transactions_after_delete_retenti
                    delete_retention_ms=60_000, min_compaction_lag_ms=0)
 
     def put(pid, seq, key, value):
-        log.append(bytearray(build_batch([(key, value, (), 1_000)], producer_id=pid, producer_epoch=0,
-                                         base_sequence=seq, is_transactional=True)), leader_epoch=0)
+        verified_append(log, bytearray(build_batch([(key, value, (), 1_000)], producer_id=pid, producer_epoch=0,
+                                                   base_sequence=seq, is_transactional=True)))
     put(1, 0, b"k1", b"old")  # 0: superseded by offset 2
     end_txn(log, 1, commit=True)  # 1: its transaction will be empty
     put(1, 1, b"k1", b"new")  # 2

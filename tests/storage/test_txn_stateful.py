@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from storage_helpers import marker_batch, read_committed, txn_batch
+from storage_helpers import marker_batch, read_committed, txn_batch, verified_append
 
 from litemq.protocol.records import build_batch
 from litemq.storage.config import LogConfig
@@ -120,7 +120,7 @@ class TxnLogMachine(RuleBasedStateMachine):
     def txn_append(self, pid, n, size):
         values = [v + b"x" * size for v in self._values(n)]
         seq = self._next_seq(pid)
-        info = self.log.append(txn_batch(pid, seq, values), leader_epoch=0)
+        info = verified_append(self.log, txn_batch(pid, seq, values), leader_epoch=0)
         self._add("txn", pid, info, values, seq)
 
     @rule(n=st.integers(1, 3))

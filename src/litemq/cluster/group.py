@@ -71,6 +71,7 @@ from litemq.raft import (
 from litemq.raft.messages import Append, Heartbeat, TimeoutNow
 from litemq.replica.sync_queue import SyncQueue
 from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
+from litemq.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -392,8 +393,11 @@ class RaftGroup:
         # its batch then starts above the log end, which the follower append accepts.
         self.plog.append_as_follower(payload, first_offset=e.offset)
 
-    def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def leader_append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT,
+                      verification_guard: VerificationGuard | None = None) -> AppendInfo:
         """Append a produced records blob as leader and propose it (one entry per batch).
+        ``verification_guard``: the KIP-890 guard of this leader's log a transactional batch
+        starting a transaction must present (:meth:`PartitionLog.append`).
 
         Raises:
             KafkaError: NOT_LEADER_OR_FOLLOWER when not the leader (or handing leadership
@@ -406,7 +410,8 @@ class RaftGroup:
         if node.log_end_offset != self.plog.log_end_offset:
             raise KafkaError(f"{self.group_id}: log not ready", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
-            info = self.plog.append(records, leader_epoch=node.term, origin=origin)
+            info = self.plog.append(records, leader_epoch=node.term, origin=origin,
+                                    verification_guard=verification_guard)
         except KafkaStorageError as exc:  # disk full or failing: answered KAFKA_STORAGE_ERROR, and
             self._go_offline("cannot append", exc)  # the partition's leadership moves away
             raise

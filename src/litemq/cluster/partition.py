@@ -38,6 +38,7 @@ from litemq.replica import Partition
 from litemq.protocol.errors import ErrorCode, KafkaError
 from litemq.raft import Ready
 from litemq.storage.log import AppendInfo, AppendOrigin
+from litemq.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +181,13 @@ class ReplicatedPartition(Partition):
         active = g.node.active_voters()
         return [r for r in self.replicas if r in active and g.host.peer_alive(r)]
 
-    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT,
+               verification_guard: VerificationGuard | None = None) -> AppendInfo:
+        """Leader append (:meth:`RaftGroup.leader_append`); ``verification_guard`` is this
+        leader's KIP-890 guard (leader-local state, as in Kafka: a follower never checks one)."""
         if self._offline or self.group is None:
             raise KafkaError(f"{self.topic}-{self.index} is offline", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return self.group.leader_append(records, origin)
+        return self.group.leader_append(records, origin, verification_guard)
 
     def _follow_leader_log_start(self) -> None:
         """Move this follower's log start up to its leader's (bounded by the commit index and

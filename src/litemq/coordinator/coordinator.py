@@ -342,16 +342,19 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
             self.share_loader.unload_share_groups(index)
         log.info("unloaded the groups of %s-%d (no longer its leader)", OFFSETS_TOPIC, index)
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **batch_args
-                      ) -> tuple[int, int]:
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], verification_guard=None,
+                      **batch_args) -> tuple[int, int]:
         """Append records to the group's offsets partition; wait until they are committed.
 
         Returns (error code, offset of the first record). ``batch_args`` go to ``build_batch``
-        (producer id/epoch/sequence and the transactional flag of TxnOffsetCommit).
+        (producer id/epoch/sequence and the transactional flag of TxnOffsetCommit);
+        ``verification_guard`` (TxnOffsetCommit) is the KIP-890 guard the partition's log took
+        before the transaction was verified (INVALID_TXN_STATE when a marker cleared it since).
         """
         p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        kwargs = {} if verification_guard is None else {"verification_guard": verification_guard}
         return await append_committed(p, build_batch(records, **batch_args),
-                                      self.config.offsets_commit_timeout_ms / 1000)
+                                      self.config.offsets_commit_timeout_ms / 1000, **kwargs)
 
     async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes] | None = None) -> int:
         stored = group.to_stored()

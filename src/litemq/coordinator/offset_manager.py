@@ -153,6 +153,16 @@ class OffsetMetadataManager:
         transaction's COMMIT marker lands there (:meth:`complete_txn`); an ABORT drops them.
         With a generation or member id (v3+) the member is checked as for OffsetCommit.
         Returns an error per partition.
+
+        KIP-890 part 1: the offsets partition's log takes a verification guard for the producer
+        before the transaction coordinator is asked, and the append presents it (Kafka
+        ``GroupCoordinatorService.commitTransactionalOffsets`` through
+        ``ReplicaManager.maybeStartTransactionVerificationForPartition``). An ABORT (or COMMIT)
+        marker of the producer that lands in the partition while the coordinator answers clears
+        the guard, and the append is refused (INVALID_TXN_STATE) instead of opening, after the
+        marker, a transaction nobody ends: OffsetFetch(require_stable) would answer
+        UNSTABLE_OFFSET_COMMIT for good, and the producer's next commit would make the aborted
+        offsets the group's.
         """
         def all_(code: int) -> dict:
             return {tp: code for tp in offsets}
@@ -160,6 +170,10 @@ class OffsetMetadataManager:
         err = self.coordinator_error(group_id)
         if err:
             return all_(err)
+        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if p is None:
+            return all_(E.NOT_COORDINATOR)
+        guard = p.log.maybe_start_transaction_verification(producer_id, producer_epoch)
         err = await self.host.verify_transaction(transactional_id, producer_id, producer_epoch, OFFSETS_TOPIC,
                                                  self.partition_for(group_id))
         if err:
@@ -184,16 +198,15 @@ class OffsetMetadataManager:
         results, valid = self._validate_offsets(offsets, -1)
         if not valid:
             return results
-        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        if p is None:
-            return all_(E.NOT_COORDINATOR)
+        if self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id)) is not p:
+            return all_(E.NOT_COORDINATOR)  # the replica changed while verifying: its guard is gone
         # The coordinator is the producer of this batch: continue the producer's sequence.
         entry = p.log.producer_state.entry(producer_id)
         seq = entry.last_seq + 1 if entry is not None and entry.epoch == producer_epoch else 0
         records = [(encode_offset_key(group_id, t, i), encode_offset_value(om)) for (t, i), om in valid]
         err, first_offset = await self._append(group_id, records, producer_id=producer_id,
                                                producer_epoch=producer_epoch, base_sequence=seq,
-                                               is_transactional=True)
+                                               is_transactional=True, verification_guard=guard)
         if err == E.INVALID_PRODUCER_EPOCH:
             err = E.PRODUCER_FENCED
         for i, (tp, om) in enumerate(valid):

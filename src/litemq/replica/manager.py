@@ -27,6 +27,7 @@ from typing import Protocol
 from litemq.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from litemq.replica.sync_queue import SyncQueue
 from litemq.storage.log import AppendInfo, AppendOrigin, PartitionLog
+from litemq.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +95,22 @@ class Partition:
         return self.log.log_end_offset
 
     # ------------------------------------------------------------------ append
-    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append(self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT,
+               verification_guard: VerificationGuard | None = None) -> AppendInfo:
         """Append a produced records blob (or, ``origin=COORDINATOR``, a transaction marker) as
-        leader; schedule the flush that commits it.
+        leader; schedule the flush that commits it. ``verification_guard``: the KIP-890 guard a
+        transactional batch starting a transaction must present
+        (:meth:`PartitionLog.maybe_start_transaction_verification`).
 
         Raises:
             KafkaError: the storage's validation errors (CORRUPT_MESSAGE, INVALID_RECORD,
-                MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER, ...), KAFKA_STORAGE_ERROR.
+                MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE, ...),
+                KAFKA_STORAGE_ERROR.
         """
         if self._offline:
             raise KafkaStorageError(f"{self.topic}-{self.index} is offline after a storage error")
-        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin,
+                               verification_guard=verification_guard)
         if not info.duplicate:
             self._after_append()
         return info

@@ -99,7 +99,7 @@ from litemq.storage.log_loader import (
     end_txn_marker,
     rebuild_producer_state,
 )
-from litemq.storage.producer_state import AppendOrigin, ProducerStateManager
+from litemq.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from litemq.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -294,8 +294,26 @@ class PartitionLog:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
     # ================================================================== append
+    def maybe_start_transaction_verification(self, producer_id: int, producer_epoch: int,
+                                             now_ms: int | None = None) -> VerificationGuard | None:
+        """KIP-890 part 1, before a leader asks the transaction coordinator whether
+        ``producer_id``/``producer_epoch`` may write a transaction here (Kafka
+        ``UnifiedLog.maybeStartTransactionVerification``): None when its transaction is already
+        ongoing here in that epoch (its batches continue it and need no guard; Kafka's
+        ``SENTINEL``), else the producer's :class:`VerificationGuard`, created now (timestamp
+        ``now_ms``, wall clock ms) or reused. Pass it to :meth:`append` once the coordinator said
+        yes; a transaction marker or transactional batch of the producer appended meanwhile
+        invalidates it. Leader-local, in memory."""
+        with self._lock:
+            ps = self.producer_state
+            if ps.has_ongoing_transaction(producer_id, producer_epoch):
+                return None
+            now = _now_ms() if now_ms is None else now_ms
+            return ps.maybe_create_verification_state_entry(producer_id, producer_epoch, now).verification_guard
+
     def append(self, records: bytearray, *, leader_epoch: int, now_ms: int | None = None,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+               origin: AppendOrigin = AppendOrigin.CLIENT,
+               verification_guard: VerificationGuard | None = None) -> AppendInfo:
         """Leader append of a Produce partition's ``records`` (one or more whole batches), or of
         one transaction marker from the transaction coordinator.
 
@@ -307,9 +325,11 @@ class PartitionLog:
         - ``origin=CLIENT``: control batches are refused (:class:`InvalidRecordError`);
           idempotent-producer sequences/epochs are checked (a retried batch answers
           ``duplicate=True`` with its original offsets); a transactional batch starts its
-          producer's transaction at its base offset if none is ongoing; a non-transactional
-          batch from a producer with an ongoing transaction raises
-          :class:`InvalidTxnStateError`.
+          producer's transaction at its base offset if none is ongoing, and only when
+          ``verification_guard`` is the producer's current guard (KIP-890 part 1, see
+          :meth:`maybe_start_transaction_verification`), else :class:`InvalidTxnStateError`;
+          a non-transactional batch from a producer with an ongoing transaction raises
+          :class:`InvalidTxnStateError` too.
         - ``origin=COORDINATOR``: ``records`` must be exactly one control batch with one
           COMMIT/ABORT record (else :class:`InvalidRecordError`); its producer epoch must not be
           older than the producer's (:class:`InvalidProducerEpochError`) nor its coordinator
@@ -346,7 +366,7 @@ class PartitionLog:
             if markers is not None:
                 self.producer_state.check_end_txn_marker(h0.producer_id, h0.producer_epoch, marker[1])
             else:
-                dup = self.producer_state.check_client_append(headers)
+                dup = self.producer_state.check_client_append(headers, verification_guard)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, len(headers), 0, True)
             offset = first = self._leo

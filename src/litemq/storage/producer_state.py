@@ -45,12 +45,28 @@ Binary, big-endian, ``version int16, crc uint32 (CRC-32C of everything after it)
   (one row per remembered batch, oldest first); no transaction state.
 
 A snapshot whose CRC or length fails is ignored (the log is replayed from an older one).
+
+Verification guards (KIP-890 part 1; Kafka ``VerificationGuard``, ``VerificationStateEntry``,
+``ProducerStateManager.maybeCreateVerificationStateEntry``/``clearVerificationStateEntry``): before
+a partition leader asks the transaction coordinator whether producer P may start writing a
+transaction here, it takes a :class:`VerificationGuard` for P
+(:meth:`ProducerStateManager.maybe_create_verification_state_entry`; an existing one is reused).
+Any transactional batch or transaction marker of P applied to the state (:meth:`update`: leader,
+follower or replay) clears it: either P's transaction now has a first offset here, or it was
+completed. The leader's append of a transactional batch that would START a transaction must
+present the guard still stored (:meth:`check_client_append`, else
+:class:`InvalidTxnStateError`), so a batch verified before an ABORT marker and appended after it
+is refused instead of opening a transaction the coordinator no longer knows ("hanging": the last
+stable offset stuck below the high watermark, and P's next commit exposing the aborted records).
+Guards are leader-local and in memory only (never in a snapshot), as in Kafka; an unused one
+expires with :meth:`remove_expired`.
 """
 
 from __future__ import annotations
 
 import enum
 import heapq
+import itertools
 import logging
 import os
 import struct
@@ -68,7 +84,7 @@ from litemq.protocol.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from litemq.protocol.records import BatchHeader
+from litemq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader
 from litemq.storage.checkpoints import atomic_write
 
 log = logging.getLogger(__name__)
@@ -95,6 +111,33 @@ class AppendOrigin(enum.Enum):
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+
+
+class VerificationGuard:
+    """An opaque token of one KIP-890 verification (Kafka ``VerificationGuard``): compared by
+    identity, so only the append that took this very guard before verifying can present it.
+    ``value`` (a process-wide counter) is for logs only."""
+
+    __slots__ = ("value",)
+    _counter = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.value = next(VerificationGuard._counter)
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard({self.value})"
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer's pending KIP-890 verification on one partition (Kafka
+    ``VerificationStateEntry``): ``timestamp_ms`` when it was created (wall clock, ms; for
+    expiry), the ``verification_guard`` an append must present, and the producer ``epoch`` of
+    the verifying request (the highest seen while the entry lived)."""
+
+    timestamp_ms: int
+    verification_guard: VerificationGuard
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +234,46 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.ongoing: OrderedDict[int, int] = OrderedDict()
+        self.verification_states: dict[int, VerificationStateEntry] = {}
+        """Producer id -> pending KIP-890 verification (see the module docstring); leader-local,
+        never snapshotted."""
         self._reset_completed(0)
+
+    # ------------------------------------------------------------------ verification (KIP-890)
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Producer ``producer_id`` has a transaction ongoing here, in epoch ``producer_epoch``
+        (Kafka ``UnifiedLog.hasOngoingTransaction``): its next transactional batch continues it
+        and needs no verification."""
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None and e.epoch == producer_epoch
+
+    def maybe_create_verification_state_entry(self, producer_id: int, producer_epoch: int,
+                                              now_ms: int) -> VerificationStateEntry:
+        """The producer's pending verification, created (with a new :class:`VerificationGuard`,
+        timestamp ``now_ms``) unless one exists, which is reused with its guard (two requests of
+        one producer verifying at once share it; the first append clears it and the second then
+        continues the transaction). Kafka ``maybeCreateVerificationStateEntry``."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(
+                now_ms, VerificationGuard(), producer_epoch)
+        elif producer_epoch > entry.epoch:
+            entry.epoch = producer_epoch
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        """The producer's pending verification, or None (Kafka ``verificationStateEntry``)."""
+        return self.verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        """Forget the producer's pending verification (Kafka ``clearVerificationStateEntry``)."""
+        self.verification_states.pop(producer_id, None)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        """The guard of the producer's pending verification, or None (Kafka
+        ``UnifiedLog.verificationGuard``: ``SENTINEL``)."""
+        entry = self.verification_states.get(producer_id)
+        return entry.verification_guard if entry is not None else None
 
     def _reset_completed(self, floor: int) -> None:
         # Completed transactions with marker offset >= completed_floor (Kafka unreplicatedTxns):
@@ -298,6 +380,10 @@ class ProducerStateManager:
                    if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        if self.verification_states:  # Kafka: "also expire any verification state entries that
+            # are lingering as unverified" (a verification that failed or was never followed up)
+            for pid in [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp_ms >= expiration_ms]:
+                del self.verification_states[pid]
         return len(expired)
 
     # ------------------------------------------------------------------ queries
@@ -313,13 +399,20 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     # ------------------------------------------------------------------ leader validation
-    def check_client_append(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def check_client_append(self, headers: list[BatchHeader],
+                            verification_guard: VerificationGuard | None = None) -> BatchMetadata | None:
         """Validate sequences/epochs of a client append without changing state.
 
         Returns the remembered :class:`BatchMetadata` of the first duplicate batch (the caller
         appends nothing and answers with its offsets), else ``None``. Raises
         :class:`InvalidProducerEpochError`, :class:`OutOfOrderSequenceError`,
-        :class:`InvalidRecordError` (producer id with a negative sequence).
+        :class:`InvalidRecordError` (producer id with a negative sequence),
+        :class:`InvalidTxnStateError` (a non-transactional batch of a producer whose transaction
+        is ongoing; or a transactional batch that would start a transaction while
+        ``verification_guard`` is not the producer's stored guard, KIP-890: Kafka
+        ``UnifiedLog.batchMissingRequiredVerification``, checked here after the epoch and
+        sequence checks so a fenced producer still gets INVALID_PRODUCER_EPOCH). Batches
+        continuing an ongoing transaction of the same epoch need no guard.
         """
         pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last_seq) within this append
         txn_started: set[int] = set()  # pids whose transaction starts within this append
@@ -356,6 +449,14 @@ class ProducerStateManager:
                 raise OutOfOrderSequenceError(
                     f"producer {pid} epoch {epoch}: expected sequence {cur_last + 1}, got {h.base_sequence}")
             if h.is_transactional:
+                if pid not in txn_started and not (
+                        entry is not None and entry.current_txn_first_offset is not None and entry.epoch == epoch):
+                    stored = self.verification_states.get(pid)
+                    if verification_guard is None or stored is None or stored.verification_guard is not verification_guard:
+                        raise InvalidTxnStateError(
+                            f"producer {pid} epoch {epoch}: record was not part of an ongoing transaction "
+                            "(no verification of this transaction, or a marker or batch of the producer was "
+                            "written since it was verified)")
                 txn_started.add(pid)
             elif pid in txn_started or (entry is not None and entry.current_txn_first_offset is not None):
                 raise InvalidTxnStateError(
@@ -372,7 +473,10 @@ class ProducerStateManager:
         A data batch with a producer id is remembered; a transactional one starts the producer's
         transaction if none is ongoing. ``marker`` = ``(control_type, coordinator_epoch)`` of a
         COMMIT(1)/ABORT(0) control batch (decoded by the caller) completes the producer's
-        transaction and returns it; other control batches only move ``map_end_offset``."""
+        transaction and returns it; other control batches only move ``map_end_offset``. A
+        transactional batch or a marker clears the producer's verification guard (Kafka
+        ``ProducerStateManager.clearVerificationStateEntry`` in ``UnifiedLog.updateProducers``:
+        "either the transaction is complete or we have a first offset")."""
         first = h.base_offset if base_offset is None else base_offset
         last = first + h.last_offset_delta
         done = None
@@ -385,14 +489,19 @@ class ProducerStateManager:
                         entry = self.producers[pid] = ProducerStateEntry(pid)
                     done = self._complete_txn(entry, first, h.producer_epoch, marker[0], marker[1])
                     entry.marker_timestamp = h.max_timestamp
+                    if self.verification_states:
+                        self.verification_states.pop(pid, None)
             else:
                 if entry is None:
                     entry = self.producers[pid] = ProducerStateEntry(pid)
                 entry.add(h.producer_epoch, BatchMetadata(h.base_sequence, h.last_sequence, first, last,
                                                           h.max_timestamp))
-                if h.is_transactional and entry.current_txn_first_offset is None:
-                    entry.current_txn_first_offset = first
-                    self.ongoing[pid] = first
+                if h.attributes & TRANSACTIONAL_FLAG:
+                    if entry.current_txn_first_offset is None:
+                        entry.current_txn_first_offset = first
+                        self.ongoing[pid] = first
+                    if self.verification_states:
+                        self.verification_states.pop(pid, None)
         self.map_end_offset = last + 1
         return done
 
@@ -404,6 +513,7 @@ class ProducerStateManager:
         """Forget everything; the state now covers the (empty) log below ``offset``."""
         self.producers.clear()
         self.ongoing.clear()
+        self.verification_states.clear()
         self._reset_completed(offset)
         self.map_end_offset = offset
 

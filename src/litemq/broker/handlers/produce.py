@@ -76,8 +76,10 @@ def records_rule_error(version: int, records) -> tuple[int, str] | None:
     return None
 
 
-def _append_one(runtime, topic: str, index: int, records, acks: int, version: int):
-    """Append one partition's records; returns (response dict, partition, next offset | None)."""
+def _append_one(runtime, topic: str, index: int, records, acks: int, version: int, guard=None):
+    """Append one partition's records; returns (response dict, partition, next offset | None).
+    ``guard``: the partition's KIP-890 :class:`~litemq.storage.producer_state.VerificationGuard`
+    taken before verifying (None when no verification ran)."""
     info = runtime.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.num_partitions:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, None
@@ -108,7 +110,7 @@ def _append_one(runtime, topic: str, index: int, records, acks: int, version: in
             level = int(info.configs.get(level_config, BROKER_TOPIC_CONFIGS[level_config])) if level_config else None
             records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec,
                                            level=level, max_batch_bytes=cfg.max_message_bytes)
-        ai = p.append(records)
+        ai = p.append(records) if guard is None else p.append(records, verification_guard=guard)
     except KafkaError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
@@ -126,7 +128,10 @@ def _refuse_all(req, code: int, message: str | None = None) -> dict:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def handle_produce(ctx, req):
+def handle_produce(ctx, req, guards: dict | None = None):
+    """Produce (0) without verification; ``guards``: ``{(topic, partition): VerificationGuard}``
+    of the partitions verified by :func:`_verify_then_produce` (KIP-890), presented to the
+    log's append."""
     runtime = ctx.runtime
     acks = req.acks
     if acks not in (0, 1, -1):
@@ -141,7 +146,8 @@ def handle_produce(ctx, req):
                 _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for pd in t.partition_data]})
             continue
         for pd in t.partition_data:
-            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks, ctx.version)
+            resp, p, next_offset = _append_one(runtime, t.name, pd.index, pd.records, acks, ctx.version,
+                                               guards.get((t.name, pd.index)) if guards else None)
             parts.append(resp)
             if acks == -1 and p is not None:
                 waits.append((resp, p, next_offset))
@@ -224,13 +230,35 @@ def _unverified_transactional(runtime, req) -> list[tuple[str, int, int, int]]:
 
 
 async def _verify_then_produce(ctx, req, unverified):
-    """Ask the transaction coordinator about each partition, refuse those not in the
-    transaction (INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH for a fenced producer;
-    NOT_ENOUGH_REPLICAS, retriable, while the coordinator is busy or moving), produce the rest."""
+    """Ask the transaction coordinator about each partition (all at once), refuse those not in
+    the transaction (INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH for a fenced producer;
+    NOT_ENOUGH_REPLICAS, retriable, while the coordinator is busy or moving), produce the rest.
+
+    KIP-890 part 1 (Kafka ``ReplicaManager.appendRecords`` with ``VerificationGuard``): before
+    asking, each partition's log takes a verification guard for the producer; the append
+    presents it. A COMMIT/ABORT marker (or another transactional batch) of the producer appended
+    while the coordinator answered clears the guard, and the log refuses the batch
+    (INVALID_TXN_STATE) instead of appending it after the marker, where it would open a
+    transaction the coordinator no longer knows: the LSO stuck below the high watermark, and
+    the producer's next commit making the aborted records visible to read_committed readers.
+    Partitions not needing verification (their transaction is ongoing) pass no guard: should
+    their transaction end meanwhile, their batch is refused the same way."""
     runtime = ctx.runtime
     refused: dict[tuple[str, int], int] = {}
+    guards = {}
     for topic, index, pid, epoch in unverified:
-        err = await runtime.verify_transaction(req.transactional_id, pid, epoch, topic, index)
+        p = runtime.replicas.get(topic, index)
+        if p is not None:
+            guard = p.log.maybe_start_transaction_verification(pid, epoch)
+            if guard is not None:
+                guards[(topic, index)] = guard
+    if len(unverified) == 1:
+        topic, index, pid, epoch = unverified[0]
+        errors = [await runtime.verify_transaction(req.transactional_id, pid, epoch, topic, index)]
+    else:
+        errors = await asyncio.gather(*(runtime.verify_transaction(req.transactional_id, pid, epoch, topic, index)
+                                        for topic, index, pid, epoch in unverified))
+    for (topic, index, pid, epoch), err in zip(unverified, errors):
         if err in _VERIFY_RETRIABLE:
             err = ErrorCode.NOT_ENOUGH_REPLICAS
         elif err == ErrorCode.PRODUCER_FENCED:
@@ -243,7 +271,7 @@ async def _verify_then_produce(ctx, req, unverified):
     order = [(t.name, [pd.index for pd in t.partition_data]) for t in req.topic_data]
     for t in req.topic_data:
         t.partition_data = [pd for pd in t.partition_data if (t.name, pd.index) not in refused]
-    body = handle_produce(ctx, req)
+    body = handle_produce(ctx, req, guards)
     if isinstance(body, asyncio.Future):
         body = await body
     if body is None:
