@@ -410,6 +410,65 @@ def test_exactly_once_with_a_consumer_group_member(broker):
         c.close()
 
 
+def test_txn_offset_commit_with_only_a_group_id_to_a_group_with_members(broker):
+    """kafka-python's ``send_offsets_to_transaction(offsets, "group")`` (Java's
+    ``sendOffsetsToTransaction(offsets, String)``) and confluent-kafka's with the metadata of a
+    consumer that never joined send TxnOffsetCommit with generation -1, no member id and no
+    instance id. Kafka's ``ConsumerGroup.validateOffsetCommit`` accepts that while the group has
+    members (the fields are only validated if one is given); the member is left alone."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    broker.create("in", 1)
+    broker.create("out", 1)
+    bs = broker.bootstrap_servers
+    member = Consumer({"bootstrap.servers": bs, "group.id": "plain", "group.protocol": "consumer",
+                       "enable.auto.commit": False})
+    member.subscribe(["in"])
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def committed() -> dict[int, int]:
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("plain")])["plain"].result(timeout=30)
+        return {t.partition: t.offset for t in res.topic_partitions}
+
+    kp = KafkaProducer(bootstrap_servers=bs, transactional_id="plain-kafka-python")
+    idle = Consumer({"bootstrap.servers": bs, "group.id": "plain"})  # never subscribes: generation -1, no member id
+    tp = Producer({"bootstrap.servers": bs, "transactional.id": "plain-confluent"})
+    try:
+        with WireClient("127.0.0.1", broker.port) as c:
+            def stable() -> bool:
+                member.poll(0.1)
+                d = describe(c, "plain")
+                return d.error_code == E.NONE and len(d.members) == 1 and d.members[0].member_epoch > 0 \
+                    and d.group_state == "Stable"
+            wait_for(stable, 30, lambda: f"one stable member, have {describe(c, 'plain')}")
+            before = describe(c, "plain").members[0]
+
+            kp.init_transactions()
+            kp.begin_transaction()
+            kp.send("out", b"kafka-python")
+            kp.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(5, "", -1)}, "plain")
+            kp.commit_transaction()
+            wait_for(lambda: committed() == {0: 5}, 30, lambda: f"offset 5, have {committed()}")
+
+            tp.init_transactions(30)
+            tp.begin_transaction()
+            tp.produce("out", b"confluent")
+            tp.send_offsets_to_transaction([CTopicPartition("in", 0, 7)], idle.consumer_group_metadata(), 30)
+            tp.commit_transaction(30)
+            wait_for(lambda: committed() == {0: 7}, 30, lambda: f"offset 7, have {committed()}")
+
+            after = describe(c, "plain").members
+            assert [(m.member_id, m.member_epoch) for m in after] == [(before.member_id, before.member_epoch)]
+    finally:
+        kp.close()
+        idle.close()
+        member.close()
+
+
 def test_static_confluent_consumer_restarts_without_a_rebalance(broker):
     """librdkafka with group.instance.id: close() leaves with epoch -2, a new consumer with the
     same instance id gets the same partitions back and the group epoch does not move."""

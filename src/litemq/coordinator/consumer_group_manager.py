@@ -550,11 +550,21 @@ class ConsumerGroupManager:
 
     # ================================================================== offsets checks
     def validate_consumer_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                                 api_version: int, transactional: bool) -> int:
+                                 api_version: int, transactional: bool, group_instance_id: str | None = None) -> int:
         """OffsetCommit/TxnOffsetCommit by a consumer-group member (Kafka
         ``ConsumerGroup.validateOffsetCommit``): NONE, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION
-        (OffsetCommit below v9), STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for TxnOffsetCommit)."""
+        (OffsetCommit below v9), STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for TxnOffsetCommit).
+
+        A commit without a member epoch is accepted while the group has no members. A
+        TxnOffsetCommit with generation -1, no member id and no instance id is accepted whatever
+        the members (Kafka: "The TxnOffsetCommit API does not require the member id, the
+        generation id and the group instance id fields. Hence, they are only validated if any of
+        them is provided"): kafka-python's ``send_offsets_to_transaction(offsets, group_id)`` and
+        Java's ``sendOffsetsToTransaction(offsets, String)`` send it so.
+        """
         if member_epoch < 0 and not group.members:
+            return E.NONE
+        if transactional and member_epoch == -1 and member_id == "" and group_instance_id is None:
             return E.NONE
         member = group.members.get(member_id)
         if member is None:

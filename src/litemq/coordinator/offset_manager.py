@@ -151,7 +151,9 @@ class OffsetMetadataManager:
         The offsets are written to the group's ``__consumer_offsets`` partition as a
         transactional batch of ``producer_id``/``producer_epoch`` and stay pending until the
         transaction's COMMIT marker lands there (:meth:`complete_txn`); an ABORT drops them.
-        With a generation or member id (v3+) the member is checked as for OffsetCommit.
+        With a generation, member id or instance id (v3+) the member is checked as for
+        OffsetCommit; without any of them the commit is accepted (Kafka
+        ``ClassicGroup``/``ConsumerGroup.validateOffsetCommit``).
         Returns an error per partition.
 
         KIP-890 part 1: the offsets partition's log takes a verification guard for the producer
@@ -186,7 +188,8 @@ class OffsetMetadataManager:
         if group.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
         if isinstance(group, ConsumerGroup):
-            err = self.validate_consumer_commit(group, member_id, generation, 9, transactional=True)
+            err = self.validate_consumer_commit(group, member_id, generation, 9, transactional=True,
+                                                group_instance_id=group_instance_id)
             if err:
                 return all_(err)
         elif member_id or generation >= 0 or group_instance_id is not None:
