@@ -100,3 +100,74 @@ def test_kip848_group_survives_coordinator_kill(tmp_path):
             feed.stop()
             classic_feed.stop()
             stop_all(list(workers.values()) + classic)
+
+
+CONFIG_GROUP = "g848-session-override"
+BROKER_SESSION_MS = 4000
+"""The brokers' ``group.consumer.session.timeout.ms`` in the test below."""
+GROUP_SESSION_MS = 45000
+"""CONFIG_GROUP's ``consumer.session.timeout.ms`` group config (Kafka's lowest allowed override)."""
+
+
+def test_group_session_timeout_override_holds_on_the_coordinator_that_takes_over(tmp_path):
+    """A group's ``consumer.session.timeout.ms`` override is in force for the session timers the
+    new coordinator starts when it loads the group after a SIGKILL of the old one (Kafka's group
+    configs are in effect before any group is loaded): the member, silent since the kill, is
+    still there well past the brokers' default session timeout, and carries on at its epoch."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from litemq.testing.wire import WireClient
+
+    overrides = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500",
+                 "group.consumer.heartbeat.interval.ms": "1000",
+                 "group.consumer.session.timeout.ms": str(BROKER_SESSION_MS)}
+    member_id = "override-member-000001"
+    with LocalCluster(tmp_path, 3, overrides) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("t", 2, 3)], operation_timeout=30)["t"].result(timeout=60)
+        cluster.wait_leaders("t", 2)
+        with WireClient("127.0.0.1", cluster.node(1).port) as c:
+            c.request(10, 3, {"key": CONFIG_GROUP, "key_type": 0})  # FindCoordinator creates __consumer_offsets
+        cluster.wait_leaders("__consumer_offsets", OFFSETS_PARTITIONS)
+        old = cluster.leader_of("__consumer_offsets", partition_for(CONFIG_GROUP, OFFSETS_PARTITIONS))
+
+        def heartbeat(node: int, epoch: int, owned: list[dict] | None):
+            with WireClient("127.0.0.1", cluster.node(node).port, timeout_s=5) as c:
+                return c.request(68, 1, {
+                    "group_id": CONFIG_GROUP, "member_id": member_id, "member_epoch": epoch, "instance_id": None,
+                    "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+                    "subscribed_topic_names": ["t"] if epoch == 0 else None, "subscribed_topic_regex": None,
+                    "server_assignor": None, "topic_partitions": owned})
+
+        r = heartbeat(old, 0, [])
+        assert r.error_code == 0 and r.member_epoch > 0, r
+        epoch = r.member_epoch
+        owned = [{"topic_id": tp.topic_id, "partitions": list(tp.partitions)} for tp in r.assignment.topic_partitions]
+        alter = ConfigResource(ResourceType.GROUP, CONFIG_GROUP, incremental_configs=[
+            ConfigEntry("consumer.session.timeout.ms", str(GROUP_SESSION_MS),
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([alter])[alter].result(timeout=30)
+        assert heartbeat(old, epoch, owned).error_code == 0
+        cluster.kill(old)
+
+        def loaded_on() -> int | None:
+            """The live broker that coordinates the group with the member, once one does."""
+            for n in cluster.node_ids:
+                if n == old:
+                    continue
+                try:
+                    d = consumer_group_describe("127.0.0.1", cluster.node(n).port, CONFIG_GROUP)
+                except OSError:
+                    continue
+                if d.error_code == 0:
+                    assert [m.member_id for m in d.members] == [member_id], d
+                    return n
+            return None
+
+        new = wait_until(loaded_on, 30, "a new coordinator that loaded the group")
+        loaded = time.monotonic()
+        time.sleep(2 * BROKER_SESSION_MS / 1000)  # the brokers' default would have removed it after 4 s
+        d = consumer_group_describe("127.0.0.1", cluster.node(new).port, CONFIG_GROUP)
+        assert [(m.member_id, m.member_epoch) for m in d.members] == [(member_id, epoch)], \
+            f"{time.monotonic() - loaded:.1f}s after the load: {d}"
+        assert heartbeat(new, epoch, owned).error_code == 0

@@ -433,6 +433,14 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
                     if bad <= 3:
                         log.warning("%s-%d offset %d: skipping undecodable record: %s", OFFSETS_TOPIC, index,
                                     rec.offset, exc)
+        # Group configs first: the groups built below start their members' session timers with
+        # them (consumer.session.timeout.ms, share.session.timeout.ms), as Kafka's coordinator has a
+        # group's configs before it loads the group.
+        for gid, configs in group_configs.items():
+            if configs:
+                self.group_configs[gid] = {k: v for k, v in configs.items() if k in GROUP_CONFIG_DEFS}
+            else:
+                self.group_configs.pop(gid, None)
         loaded = 0
         pending_groups = {gid for per_pid in pending_txn.values() for gid in per_pid}
         for group_id in set(stored) | set(offsets) | pending_groups | set(consumer_groups):
@@ -457,11 +465,6 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         if loaded:
             log.info("loaded %d group(s) from %s-%d (offsets %d..%d)", loaded, OFFSETS_TOPIC, index,
                      p.log_start_offset, p.high_watermark)
-        for gid, configs in group_configs.items():
-            if configs:
-                self.group_configs[gid] = {k: v for k, v in configs.items() if k in GROUP_CONFIG_DEFS}
-            else:
-                self.group_configs.pop(gid, None)
         if self.share_loader is not None:
             self.share_loader.load_share_groups(index, share_records)
         elif share_records:
