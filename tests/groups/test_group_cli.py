@@ -227,3 +227,94 @@ def test_kcat_balanced_consumer_commits(shared_broker):
                        capture_output=True, text=True, timeout=60)
     assert sorted(r.stdout.split(), key=int) == [str(i) for i in range(20)], r.stderr
     assert committed_offsets(bs, "kcat-g") == {0: 10, 1: 10}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_cli_describe_with_a_dead_partition_leader(tmp_path):
+    """``group describe`` while a partition's only replica is down: its log end offset and lag
+    show as unknown ("-", never confluent-kafka's OFFSET_INVALID -1001), and the command answers
+    within its bounded ListOffsets request timeout instead of librdkafka's default minute."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from litemq.cli.client_commands import CLIENT_TIMEOUT_S
+    from litemq.coordinator.records import partition_for
+    from litemq.testing.cluster import LocalCluster
+
+    overrides = {"broker.heartbeat.interval.ms": "250", "broker.session.timeout.ms": "2500"}
+    with LocalCluster(tmp_path, 3, overrides) as cluster:
+        bs = cluster.bootstrap_servers
+        a = AdminClient({"bootstrap.servers": bs})
+        a.create_topics([NewTopic("dead-leader", 3, 1)], operation_timeout=30)["dead-leader"].result(timeout=60)
+        cluster.wait_leaders("dead-leader", 3)
+        dead = cluster.leader_of("dead-leader", 0)
+        down = {p for p in range(3) if cluster.leader_of("dead-leader", p) == dead}  # 0, maybe others
+        a.list_consumer_group_offsets([ConsumerGroupTopicPartitions("probe")])["probe"].result(timeout=30)
+        cluster.wait_leaders("__consumer_offsets", 8)
+        group = next(g for g in (f"dl-{i}" for i in range(1000))  # coordinated by a broker that stays up
+                     if cluster.leader_of("__consumer_offsets", partition_for(g, 8)) != dead)
+        produce(bs, "dead-leader", [f"v{i}" for i in range(6)], 3)  # 2 records per partition
+        a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition("dead-leader", p, 1) for p in range(3)])])[group].result(timeout=30)
+        cluster.kill(dead)
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "litemq.cli", "group", "describe", group, "-b", bs],
+                           capture_output=True, text=True, env=child_env(), timeout=45)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr + r.stdout
+        rows = [[c.strip() for c in line.split("│") if c.strip()] for line in r.stdout.splitlines()
+                if "dead-leader" in line]
+        assert [row[:5] for row in rows] == [["dead-leader", str(p), "1", "-", "-"] if p in down
+                                             else ["dead-leader", str(p), "1", "2", "1"] for p in range(3)], r.stdout
+        assert "-1001" not in r.stdout
+        assert took < CLIENT_TIMEOUT_S * 2, f"describe took {took:.1f}s"
+
+
+class _ListOffsetsAnswers:
+    """Stands in for confluent-kafka's AdminClient in ``list_offsets`` only: each partition's
+    future resolves as librdkafka resolved it (an offset, OFFSET_INVALID after a failed request,
+    or an exception); the request timeout asked for is kept."""
+
+    def __init__(self, answers: dict[int, object]):
+        self.answers = answers
+        self.request_timeout = None
+
+    def list_offsets(self, specs, request_timeout=None):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        self.request_timeout = request_timeout
+        out = {}
+        for tp in specs:
+            f = Future()
+            answer = self.answers[tp.partition]
+            if isinstance(answer, Exception):
+                f.set_exception(answer)
+            else:
+                f.set_result(SimpleNamespace(offset=answer, timestamp=-1, leader_epoch=None))
+            out[tp] = f
+        return out
+
+
+def test_list_offsets_treats_offset_invalid_as_unreadable():
+    """``_list_offsets`` (behind ``group describe``, ``share-group describe`` and
+    ``reset-offsets``): OFFSET_INVALID (-1001) is no log end offset - left out (shown "-") when
+    unreadable partitions are skipped, a CliError otherwise (a reset never commits it); a
+    timestamp's -1 (no record at or after it) is kept; requests get the CLI's bounded timeout."""
+    from confluent_kafka import KafkaException, OFFSET_INVALID
+    from confluent_kafka.admin import OffsetSpec
+
+    from litemq.cli.client_commands import CLIENT_TIMEOUT_S
+    from litemq.cli.common import CliError
+    from litemq.cli.group_commands import _list_offsets
+
+    parts = [("t", 0), ("t", 1), ("t", 2)]
+    admin = _ListOffsetsAnswers({0: OFFSET_INVALID, 1: 42, 2: KafkaException("leader not available")})
+    assert _list_offsets(admin, parts, OffsetSpec.latest(), skip_unreadable=True) == {("t", 1): 42}
+    assert admin.request_timeout == CLIENT_TIMEOUT_S
+    with pytest.raises(CliError, match=r"t-0: no valid offset \(-1001\)"):
+        _list_offsets(_ListOffsetsAnswers({0: OFFSET_INVALID, 1: 42, 2: 7}), parts, OffsetSpec.earliest())
+    by_time = _ListOffsetsAnswers({0: -1, 1: 42, 2: OFFSET_INVALID})
+    assert _list_offsets(by_time, parts, OffsetSpec.for_timestamp(0), skip_unreadable=True) == {
+        ("t", 0): -1, ("t", 1): 42}

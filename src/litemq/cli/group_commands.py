@@ -77,16 +77,28 @@ def _committed(admin, group: str) -> dict[tuple[str, int], int]:
 def _list_offsets(admin, partitions: list[tuple[str, int]], spec, *,
                   skip_unreadable: bool = False) -> dict[tuple[str, int], int]:
     """Offset of each partition at ``spec``. With ``skip_unreadable`` a partition whose offset
-    cannot be read (no leader, leader down) is left out, else it is a CliError."""
+    cannot be read (no leader, leader down) is left out, else it is a CliError.
+
+    The ListOffsets requests get :data:`CLIENT_TIMEOUT_S` (``request_timeout``; librdkafka's
+    default is ``socket.timeout.ms``, a minute, for a leader that died). A negative offset is no
+    offset: confluent-kafka resolves a partition whose request failed that way with
+    ``OFFSET_INVALID`` (-1001) instead of raising, so it is unreadable too; only a timestamp
+    spec's -1 is an answer (no record at or after the time, Kafka ``ListOffsetsResponse``).
+    """
     from confluent_kafka import TopicPartition
 
     if not partitions:
         return {}
-    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions})
+    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=CLIENT_TIMEOUT_S)
+    no_match = -1 if getattr(spec, "timestamp", None) is not None else None  # OffsetSpec.for_timestamp
     found = {}
     for tp, f in futs.items():
+        what = f"cannot list offsets of {tp.topic}-{tp.partition}"
         try:
-            found[(tp.topic, tp.partition)] = _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+            offset = _result(f, what).offset
+            if offset < 0 and offset != no_match:
+                raise CliError(f"{what}: no valid offset ({offset})")
+            found[(tp.topic, tp.partition)] = offset
         except CliError:
             if not skip_unreadable:
                 raise
