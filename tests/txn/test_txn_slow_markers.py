@@ -14,35 +14,17 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from litemq.coordinator.records import partition_for
 from litemq.coordinator.transaction import TXN_TOPIC
 from litemq.testing.cluster import LocalCluster
 from tests.cluster.test_cluster_failover import CLIENT, create_topic
+from tests.txn.txn_helpers import read_committed_values
 
 pytestmark = [pytest.mark.timeout(300)]
 
 TOPIC = "txn-slow-markers"
-
-
-def _read_committed(bootstrap: str, partitions: int, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-slow-markers-read", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **CLIENT})
-    c.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(values) < expected and time.monotonic() < deadline:
-            for m in c.consume(100, 0.5):
-                assert m.error() is None, m.error()
-                values.append(m.value())
-        for m in c.consume(100, 1.0):  # nothing more is readable
-            assert m.error() is None, m.error()
-            values.append(m.value())
-    finally:
-        c.close()
-    return values
 
 
 def test_abort_of_a_transaction_refused_registration_during_the_previous_commit(tmp_path):
@@ -88,5 +70,5 @@ def test_abort_of_a_transaction_refused_registration_during_the_previous_commit(
         p.begin_transaction()
         p.produce(TOPIC, b"second", partition=other)
         p.commit_transaction(30)
-        assert sorted(_read_committed(bs, 3, 2)) == [b"first", b"second"]
+        assert sorted(read_committed_values(bs, "txn-slow-markers-read", [(TOPIC, p) for p in range(3)], 2, CLIENT)) == [b"first", b"second"]
 

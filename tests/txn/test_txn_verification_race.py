@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from litemq.coordinator.records import partition_for
 from litemq.protocol import frames
@@ -31,6 +31,7 @@ from litemq.protocol.records import build_batch
 from litemq.testing.cluster import LocalCluster
 from litemq.testing.wire import WireClient
 from tests.cluster.test_cluster_failover import CLIENT, create_topic
+from tests.txn.txn_helpers import read_committed_values
 
 pytestmark = [pytest.mark.timeout(400)]
 
@@ -82,25 +83,6 @@ def _watermarks(bootstrap: str, topic: str, partitions: list[int], isolation: st
         return [c.get_watermark_offsets(TopicPartition(topic, i), timeout=10)[1] for i in partitions]
     finally:
         c.close()
-
-
-def _read_committed(bootstrap: str, topic: str, partitions: list[int], expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "vrace-read", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **CLIENT})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(values) < expected and time.monotonic() < deadline:
-            for m in c.consume(100, 0.5):
-                assert m.error() is None, m.error()
-                values.append(m.value())
-        for m in c.consume(100, 1.0):  # nothing more is readable
-            assert m.error() is None, m.error()
-            values.append(m.value())
-    finally:
-        c.close()
-    return values
 
 
 def _stopped_while_verifying(cluster, verifier: int, coordinator: int, wire: WireClient, api_key: int,
@@ -194,7 +176,7 @@ def test_abort_between_verification_and_produce_append_leaves_no_hanging_transac
                                       {"index": p0, "records": batch(b"next-0", seq)}]}]})
             assert r.responses[0].partition_responses[0].error_code == E.NONE
             assert _end_txn(wc, tid, pid, epoch, commit=True) == E.NONE
-        assert sorted(_read_committed(bs, topic, [p0, p1], 1)) == [b"next-0"]
+        assert sorted(read_committed_values(bs, "vrace-read", [(topic, p0), (topic, p1)], 1, CLIENT)) == [b"next-0"]
 
 
 def _offset_fetch_stable(cluster, group: str, topic: str):

@@ -20,6 +20,31 @@ def name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def read_committed_values(bootstrap: str, group_id: str, tps: list[tuple[str, int]], expected: int,
+                          client: dict | None = None) -> list[bytes]:
+    """The values a read_committed consumer reads from the start of ``tps`` ((topic, partition)
+    pairs): at least ``expected`` of them within 30 s, then whatever else arrives within 1 s
+    (so a test sees records that should not be there)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
+                  "isolation.level": "read_committed", **(client or {})})
+    c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in tps])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(values) < expected and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                assert m.error() is None, m.error()
+                values.append(m.value())
+        for m in c.consume(100, 1.0):  # nothing more is readable
+            assert m.error() is None, m.error()
+            values.append(m.value())
+    finally:
+        c.close()
+    return values
+
+
 def create_topics(bootstrap: str, topics: list[str], partitions: int = 3, rf: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
