@@ -180,3 +180,31 @@ def test_replicas_agree_after_a_deletion_the_followers_missed(tmp_path):
         assert _earliest(cluster, new, topic) == (ErrorCode.NONE, 0)  # the deletion was never acknowledged
         cluster.restart(leader)
         _all_replicas_at(cluster, topic, DELETE_BEFORE)
+
+
+def test_follower_restarted_on_an_emptied_log_catches_up(tmp_path):
+    """DeleteRecords up to the high watermark leaves every replica's log empty at 100. A follower
+    SIGKILLed and restarted then dropped, loading its log, the leader-epoch entry at its log
+    start: it took the term before its log start for 0 where its leader said 1, refused every
+    Append, acknowledged every snapshot without taking it, and never caught up (found by a hunt:
+    its leader reported it lagging for good and its Raft group never went quiet)."""
+    with LocalCluster(tmp_path, 3, OVERRIDES) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        topic = "delrec-empty"
+        _create(cluster, admin, topic)
+        _produce(cluster, topic)
+        assert _delete_records(admin, topic, -1) == RECORDS
+        _all_replicas_at(cluster, topic, RECORDS)
+        follower = next(n for n in cluster.node_ids if n != cluster.leader_of(topic, 0))
+        cluster.kill(follower)
+        cluster.restart(follower)
+        _produce(cluster, topic)
+
+        def follower_log_end() -> int | None:
+            for p in cluster.status(follower)["partitions"]:
+                if p["topic"] == topic and p["partition"] == 0:
+                    return p["log_end_offset"]
+            return None
+
+        wait_for(lambda: follower_log_end() == 2 * RECORDS, 30,
+                 lambda: f"broker {follower}'s replica reaches log end {2 * RECORDS}: {follower_log_end()}")

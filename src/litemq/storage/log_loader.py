@@ -187,7 +187,12 @@ class LogLoader:
             recover_from = None
         if clean or fresh:
             recovery_point = leo
-        self.leader_epoch_cache.truncate_from_end(leo)
+        # An empty log (DeleteRecords or retention took every record) keeps the entry that
+        # truncate_from_start moved to its log start: it is the only epoch known at the log
+        # start, which a replicated partition's Raft log reports as the term before it; a
+        # replica that dropped it at a restart disagreed with its leader there and never caught
+        # up (tests/cluster/test_cluster_delete_records.py).
+        self.leader_epoch_cache.truncate_from_end(leo + 1 if leo == self.log_start_offset else leo)
         if self.leader_epoch_cache.epochs:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if recover_from is None:
