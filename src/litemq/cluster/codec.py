@@ -22,7 +22,7 @@ Frame (every frame on the connection)::
 Bodies::
 
     ==================== ===================================================================
-    FRAME_HELLO          u8 wire version (3), i32 node id (-1: a tool such as the CLI),
+    FRAME_HELLO          u8 wire version (4), i32 node id (-1: a tool such as the CLI),
                          u16 length + UTF-8 cluster id ("" from a tool)
     FRAME_RAFT           u32 message count, then per message: u16 length + UTF-8 group id,
                          then the message (below)
