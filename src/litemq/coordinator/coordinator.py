@@ -182,15 +182,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
-    def leadership_current(self, group_id: str) -> bool:
-        """This broker leads ``group_id``'s offsets partition and that leadership is current
-        (``Partition.leadership_current``: in a cluster a majority of its replicas acknowledged
-        this leader within an election timeout, and this broker was not stalled meanwhile;
-        always on a single broker). Kafka 4's coordinator runtime gets the same guarantee
-        differently: an expiry is a write that fails once the partition is no longer led, and
-        an answer waits for the coordinator's last write to commit."""
-        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        return p is not None and p.leadership_current
+    def _offsets_partition(self, group_id: str):
+        """The hosted replica of ``group_id``'s offsets partition, or None."""
+        return self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
 
     async def current_coordinator_error(self, group_id: str | None, require_id: bool = True) -> int:
         """:meth:`coordinator_error`, and NOT_COORDINATOR (retriable: the client looks the
@@ -204,7 +198,7 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         err = self.coordinator_error(group_id, require_id)
         if err:
             return err
-        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id or ""))
+        p = self._offsets_partition(group_id or "")
         if p is None:
             return E.NOT_COORDINATOR
         if p.leadership_current:
@@ -220,16 +214,20 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
     def expiry_deferred(self, group_id: str) -> bool:
         """A member-expiry timer of ``group_id`` fired: True (and the offsets partition's leader
         asked to confirm its leadership) when the expiry must wait because the leadership is
-        not current (:meth:`leadership_current`); the caller then re-arms its timer for
+        not current (``Partition.leadership_current``: in a cluster a majority of its replicas
+        acknowledged this leader within an election timeout, and this broker was not stalled
+        meanwhile; always on a single broker); the caller then re-arms its timer for
         ``limits.COORDINATOR_LEASE_RECHECK_MS``. The member's queued heartbeats (read after
         a stall, after the overdue timers ran) then still reach it in time, and a deposed
         coordinator never expires a member its successor has alive; the partition's unloading
-        cancels the re-armed timer."""
-        if self.leadership_current(group_id):
+        cancels the re-armed timer. Kafka 4's coordinator runtime gets the same guarantee
+        differently: an expiry is a write that fails once the partition is no longer led."""
+        p = self._offsets_partition(group_id)
+        if p is None:
+            return True
+        if p.leadership_current:
             return False
-        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        if p is not None:
-            p.renew_leadership()
+        p.renew_leadership()
         return True
 
     def set_share_loader(self, loader: ShareGroupLoader) -> None:
@@ -351,10 +349,9 @@ class GroupCoordinator(GroupMetadataManager, OffsetMetadataManager, ConsumerGrou
         ``verification_guard`` (TxnOffsetCommit) is the KIP-890 guard the partition's log took
         before the transaction was verified (INVALID_TXN_STATE when a marker cleared it since).
         """
-        p = self.host.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        kwargs = {} if verification_guard is None else {"verification_guard": verification_guard}
-        return await append_committed(p, build_batch(records, **batch_args),
-                                      self.config.offsets_commit_timeout_ms / 1000, **kwargs)
+        return await append_committed(self._offsets_partition(group_id), build_batch(records, **batch_args),
+                                      self.config.offsets_commit_timeout_ms / 1000,
+                                      verification_guard=verification_guard)
 
     async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes] | None = None) -> int:
         stored = group.to_stored()
