@@ -110,7 +110,7 @@ def _append_one(runtime, topic: str, index: int, records, acks: int, version: in
             level = int(info.configs.get(level_config, BROKER_TOPIC_CONFIGS[level_config])) if level_config else None
             records = validate_and_convert(records, f"{topic}-{index}", compacted=cfg.compact, codec=codec,
                                            level=level, max_batch_bytes=cfg.max_message_bytes)
-        ai = p.append(records) if guard is None else p.append(records, verification_guard=guard)
+        ai = p.append(records, verification_guard=guard)
     except KafkaError as exc:
         log.info("produce to %s-%d rejected: %s", topic, index, exc)
         return _error(index, exc.code, str(exc), getattr(exc, "record_errors", ())), None, None
