@@ -449,10 +449,8 @@ class ProducerStateManager:
                 raise OutOfOrderSequenceError(
                     f"producer {pid} epoch {epoch}: expected sequence {cur_last + 1}, got {h.base_sequence}")
             if h.is_transactional:
-                if pid not in txn_started and not (
-                        entry is not None and entry.current_txn_first_offset is not None and entry.epoch == epoch):
-                    stored = self.verification_states.get(pid)
-                    if verification_guard is None or stored is None or stored.verification_guard is not verification_guard:
+                if pid not in txn_started and not self.has_ongoing_transaction(pid, epoch):
+                    if verification_guard is None or self.verification_guard(pid) is not verification_guard:
                         raise InvalidTxnStateError(
                             f"producer {pid} epoch {epoch}: record was not part of an ongoing transaction "
                             "(no verification of this transaction, or a marker or batch of the producer was "
@@ -490,7 +488,7 @@ class ProducerStateManager:
                     done = self._complete_txn(entry, first, h.producer_epoch, marker[0], marker[1])
                     entry.marker_timestamp = h.max_timestamp
                     if self.verification_states:
-                        self.verification_states.pop(pid, None)
+                        self.clear_verification_state_entry(pid)
             else:
                 if entry is None:
                     entry = self.producers[pid] = ProducerStateEntry(pid)
@@ -501,7 +499,7 @@ class ProducerStateManager:
                         entry.current_txn_first_offset = first
                         self.ongoing[pid] = first
                     if self.verification_states:
-                        self.verification_states.pop(pid, None)
+                        self.clear_verification_state_entry(pid)
         self.map_end_offset = last + 1
         return done
 
